@@ -1,0 +1,725 @@
+//! The B+-tree on the buffer manager, synchronized by optimistic lock coupling (paper §IV-I,
+//! Leis et al. 2019).
+//!
+//! * Lookups and scans take no latch: they read each node's version, read the node, and
+//!   validate the parent after reading the child's version. After repeated conflicts the
+//!   buffer manager's retry loop switches them to shared-latch coupling.
+//! * Writes descend the same way and latch only the leaf exclusively (upgrading the version
+//!   they read). A full leaf is split by a separate step that latches the parent and the node;
+//!   if the parent is full too, the parent is split first. An underfull node is merged with a
+//!   swizzled sibling under the parent's latch; the emptied page is deleted through the epoch
+//!   mechanism.
+//! * The root never moves: its page id is what the catalog records, and a root split moves the
+//!   root's contents into two new children instead. Roots are never unswizzled.
+//! * Range scans read one leaf per epoch and continue by descending to the keys above that
+//!   leaf's upper fence, so no leaf links are needed and every page keeps one owning swip.
+//!
+//! Every loop over tree levels is bounded by `MAX_DEPTH`; a node whose level does not decrease
+//! by one per step is treated as corruption, never followed forever.
+
+pub(crate) mod check;
+pub(crate) mod node;
+
+use crate::buffer::{BufferManager, FrameId, FrameState, Swip, SwipTarget};
+use crate::error::Result;
+use crate::io::page::PageType;
+use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
+use node::{entry_size, Bound, Node, NodeMut};
+use std::sync::Arc;
+
+/// Deepest tree a descent follows (a corrupt level field cannot loop forever).
+const MAX_DEPTH: usize = 32;
+
+/// One B+-tree: a root page in the buffer pool.
+pub(crate) struct BTree {
+    bm: Arc<BufferManager>,
+    root: FrameId,
+    root_page_id: u64,
+}
+
+/// A node reached by a descent and how it is held.
+enum Held<'a> {
+    Optimistic {
+        frame: FrameId,
+        version: u64,
+    },
+    Shared {
+        frame: FrameId,
+        _guard: SharedGuard<'a>,
+    },
+    Exclusive {
+        frame: FrameId,
+        guard: ExclusiveGuard<'a>,
+    },
+}
+
+/// What a descent will do with the node it stops at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Intent {
+    Read,
+    Write,
+}
+
+/// A node and its parent, both latched exclusively; `index` is the node's child index in the
+/// parent.
+struct ParentAndChild<'a> {
+    parent: FrameId,
+    parent_guard: ExclusiveGuard<'a>,
+    index: usize,
+    child_guard: ExclusiveGuard<'a>,
+}
+
+/// What a leaf write step asks its caller to do next.
+enum WriteStep<T> {
+    Done(T),
+    /// The leaf in this frame needs a split to make room for an entry of this size.
+    Split(FrameId, usize),
+}
+
+/// Leaves at most this full (in bytes used) after a removal are merged with a sibling.
+fn underfull(node: &Node<'_>, page_size: usize) -> bool {
+    node.used_space() < page_size / 4
+}
+
+impl BTree {
+    /// Creates an empty tree (a root leaf); call inside `run`.
+    pub(crate) fn create(bm: &Arc<BufferManager>) -> Result<BTree> {
+        let (root, root_page_id) = bm.run(|_| {
+            let (frame, guard) = bm.allocate_page(PageType::BTreeLeaf, None)?;
+            NodeMut::new(bm.page_mut(frame, &guard)).init(0, None, None);
+            Ok((frame, bm.frame(frame).page_id()))
+        })?;
+        Ok(BTree {
+            bm: bm.clone(),
+            root,
+            root_page_id,
+        })
+    }
+
+    /// Opens the tree whose root is page `root_page_id`.
+    pub(crate) fn open(bm: &Arc<BufferManager>, root_page_id: u64) -> Result<BTree> {
+        let root = bm.load_root(root_page_id)?;
+        Ok(BTree {
+            bm: bm.clone(),
+            root,
+            root_page_id,
+        })
+    }
+
+    pub(crate) fn root_page_id(&self) -> u64 {
+        self.root_page_id
+    }
+
+    fn node(&self, frame: FrameId) -> Node<'_> {
+        Node::new(self.bm.page(frame))
+    }
+
+    fn corrupt(&self, frame: FrameId) -> Restart {
+        Restart::Corrupt {
+            page_id: self.bm.frame(frame).page_id(),
+        }
+    }
+
+    /// Descends along `key` (with `bound`) to the node at `level` and holds it as `mode` and
+    /// `intent` ask: optimistic readers and writers get a version, pessimistic ones a shared
+    /// latch (readers) or an exclusive one (writers).
+    fn descend(
+        &self,
+        key: &[u8],
+        bound: Bound,
+        level: u16,
+        mode: LatchMode,
+        intent: Intent,
+    ) -> Attempt<Held<'_>> {
+        match mode {
+            LatchMode::Optimistic => self.descend_optimistic(key, bound, level),
+            LatchMode::Pessimistic => self.descend_pessimistic(key, bound, level, intent),
+        }
+    }
+
+    fn descend_optimistic(&self, key: &[u8], bound: Bound, level: u16) -> Attempt<Held<'_>> {
+        let frames = self.bm.frame_count();
+        let mut frame = self.root;
+        let mut version = self.bm.frame(frame).latch.optimistic()?;
+        for _ in 0..MAX_DEPTH {
+            let node = self.node(frame);
+            let node_level = node.level();
+            if node_level <= level {
+                self.bm.frame(frame).latch.validate(version)?;
+                if node_level < level {
+                    return Err(Restart::Conflict);
+                }
+                return Ok(Held::Optimistic { frame, version });
+            }
+            let index = node.search(key, bound);
+            let offset = node.child_offset(index);
+            let word = node.child_word(index);
+            self.bm.frame(frame).latch.validate(version)?;
+            match Swip::decode(word, frames) {
+                Some(SwipTarget::Frame(child)) => {
+                    let child_version = self.bm.frame(child).latch.optimistic()?;
+                    self.bm.frame(frame).latch.validate(version)?;
+                    frame = child;
+                    version = child_version;
+                }
+                Some(SwipTarget::Page(page_id)) => {
+                    return Err(Restart::Swizzle {
+                        frame,
+                        version,
+                        offset: offset as u32,
+                        page_id,
+                    })
+                }
+                None => return Err(self.corrupt(frame)),
+            }
+        }
+        Err(self.corrupt(frame))
+    }
+
+    fn descend_pessimistic(
+        &self,
+        key: &[u8],
+        bound: Bound,
+        level: u16,
+        intent: Intent,
+    ) -> Attempt<Held<'_>> {
+        let frames = self.bm.frame_count();
+        let mut frame = self.root;
+        let mut guard = self.bm.frame(frame).latch.lock_shared();
+        if self.node(frame).level() == level && intent == Intent::Write {
+            drop(guard);
+            let guard = self.bm.frame(frame).latch.lock_exclusive();
+            if self.node(frame).level() != level {
+                return Err(Restart::Conflict);
+            }
+            return Ok(Held::Exclusive { frame, guard });
+        }
+        for _ in 0..MAX_DEPTH {
+            let node = self.node(frame);
+            let node_level = node.level();
+            if node_level == level {
+                return Ok(Held::Shared {
+                    frame,
+                    _guard: guard,
+                });
+            }
+            if node_level < level {
+                return Err(Restart::Conflict);
+            }
+            let index = node.search(key, bound);
+            match Swip::decode(node.child_word(index), frames) {
+                Some(SwipTarget::Frame(child)) => {
+                    let child_latch = &self.bm.frame(child).latch;
+                    if node_level - 1 == level && intent == Intent::Write {
+                        let child_guard = child_latch.lock_exclusive();
+                        if self.node(child).level() != level {
+                            return Err(self.corrupt(child));
+                        }
+                        return Ok(Held::Exclusive {
+                            frame: child,
+                            guard: child_guard,
+                        });
+                    }
+                    let child_guard = child_latch.lock_shared();
+                    if self.node(child).level() != node_level - 1 {
+                        return Err(self.corrupt(child));
+                    }
+                    guard = child_guard;
+                    frame = child;
+                }
+                Some(SwipTarget::Page(page_id)) => {
+                    return Err(Restart::Swizzle {
+                        frame,
+                        version: guard.version(),
+                        offset: node.child_offset(index) as u32,
+                        page_id,
+                    })
+                }
+                None => return Err(self.corrupt(frame)),
+            }
+        }
+        Err(self.corrupt(frame))
+    }
+
+    /// The node at `level` on `key`'s path, latched exclusively.
+    fn descend_exclusive(
+        &self,
+        key: &[u8],
+        level: u16,
+        mode: LatchMode,
+    ) -> Attempt<(FrameId, ExclusiveGuard<'_>)> {
+        match self.descend(key, Bound::AtLeast, level, mode, Intent::Write)? {
+            Held::Optimistic { frame, version } => {
+                let guard = self.bm.frame(frame).latch.try_upgrade(version)?;
+                Ok((frame, guard))
+            }
+            Held::Exclusive { frame, guard } => Ok((frame, guard)),
+            Held::Shared { .. } => unreachable!("write descents end exclusive"),
+        }
+    }
+
+    /// Runs `read` on the leaf for `key`/`bound` and returns its result once the read is known
+    /// to be consistent. `read` must copy what it needs: it may see torn data, in which case
+    /// its result is thrown away and the attempt restarts.
+    pub(crate) fn read_leaf<R>(
+        &self,
+        key: &[u8],
+        bound: Bound,
+        mode: LatchMode,
+        read: impl FnOnce(Node<'_>) -> R,
+    ) -> Attempt<R> {
+        match self.descend(key, bound, 0, mode, Intent::Read)? {
+            Held::Optimistic { frame, version } => {
+                let result = read(self.node(frame));
+                self.bm.frame(frame).latch.validate(version)?;
+                Ok(result)
+            }
+            Held::Shared { frame, _guard } => Ok(read(self.node(frame))),
+            Held::Exclusive { .. } => unreachable!("read descents are not exclusive"),
+        }
+    }
+
+    /// Copies the value of `key` into `buffer`; returns whether the key exists.
+    pub(crate) fn lookup(&self, key: &[u8], buffer: &mut Vec<u8>) -> Result<bool> {
+        self.bm.run(|mode| {
+            self.read_leaf(key, Bound::AtLeast, mode, |leaf| {
+                buffer.clear();
+                match leaf.lower_bound(key) {
+                    (index, true) => {
+                        buffer.extend_from_slice(leaf.value(index));
+                        true
+                    }
+                    _ => false,
+                }
+            })
+        })
+    }
+
+    /// Inserts or overwrites.
+    pub(crate) fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let page_size = self.bm.page_size();
+        loop {
+            let step = self.bm.run(|mode| {
+                let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
+                let leaf = self.node(frame);
+                let needed = entry_size(true, key.len(), value.len());
+                let (index, found) = leaf.lower_bound(key);
+                let reclaimed = if found { leaf.entry_size(index) } else { 0 };
+                if found && leaf.value(index).len() == value.len() {
+                    NodeMut::new(self.bm.page_mut(frame, &guard)).overwrite_value(index, value);
+                } else if leaf.reclaimable_space() + reclaimed >= needed {
+                    let mut leaf = NodeMut::new(self.bm.page_mut(frame, &guard));
+                    if found {
+                        leaf.remove_at(index);
+                    }
+                    leaf.insert_at(index, key, value);
+                } else {
+                    return Ok(WriteStep::Split(frame, needed));
+                }
+                self.bm.frame(frame).set_dirty(true);
+                debug_assert!(self.node(frame).used_space() <= page_size);
+                Ok(WriteStep::Done(()))
+            })?;
+            match step {
+                WriteStep::Done(()) => return Ok(()),
+                WriteStep::Split(frame, needed) => {
+                    self.bm.run(|mode| self.split(frame, key, needed, mode))?
+                }
+            }
+        }
+    }
+
+    /// Removes `key`; returns whether it existed.
+    pub(crate) fn remove(&self, key: &[u8]) -> Result<bool> {
+        let page_size = self.bm.page_size();
+        let step = self.bm.run(|mode| {
+            let exists =
+                self.read_leaf(key, Bound::AtLeast, mode, |leaf| leaf.lower_bound(key).1)?;
+            if !exists {
+                return Ok(WriteStep::Done(false));
+            }
+            let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
+            let (index, found) = self.node(frame).lower_bound(key);
+            if !found {
+                return Ok(WriteStep::Done(false));
+            }
+            NodeMut::new(self.bm.page_mut(frame, &guard)).remove_at(index);
+            self.bm.frame(frame).set_dirty(true);
+            if frame != self.root && underfull(&self.node(frame), page_size) {
+                return Ok(WriteStep::Split(frame, 0));
+            }
+            Ok(WriteStep::Done(true))
+        })?;
+        match step {
+            WriteStep::Done(existed) => Ok(existed),
+            WriteStep::Split(frame, _) => {
+                self.merge_upwards(frame, key)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Merges the underfull node in `frame` and, while that leaves its parent underfull, the
+    /// parent too; collapses a root left with a single child.
+    fn merge_upwards(&self, mut frame: FrameId, key: &[u8]) -> Result<()> {
+        for _ in 0..MAX_DEPTH {
+            match self.bm.run(|mode| self.merge(frame, key, mode))? {
+                Some(parent) if parent == self.root => {
+                    self.bm.run(|_| self.collapse_root())?;
+                    return Ok(());
+                }
+                Some(parent) => frame = parent,
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Level of the node in `frame`, read optimistically.
+    fn level_of(&self, frame: FrameId) -> Attempt<u16> {
+        let latch = &self.bm.frame(frame).latch;
+        let version = latch.optimistic()?;
+        let level = self.node(frame).level();
+        latch.validate(version)?;
+        Ok(level)
+    }
+
+    /// Latches the parent of `target` (found along `key`) and `target` itself exclusively.
+    /// `None` if `target` is no longer on `key`'s path (it was split, merged or evicted since
+    /// the caller saw it): the caller then gives up this step and retries its operation.
+    fn latch_parent_and_child(
+        &self,
+        target: FrameId,
+        key: &[u8],
+        mode: LatchMode,
+    ) -> Attempt<Option<ParentAndChild<'_>>> {
+        let level = self.level_of(target)?;
+        if level >= self.level_of(self.root)? {
+            return Ok(None);
+        }
+        let (parent, parent_guard) = self.descend_exclusive(key, level + 1, mode)?;
+        if self.bm.frame(parent).state() != FrameState::Hot {
+            return Err(Restart::Conflict);
+        }
+        let index = self.node(parent).search(key, Bound::AtLeast);
+        if self.node(parent).child_word(index) != Swip::swizzled_word(target) {
+            return Ok(None);
+        }
+        let guard = self.bm.frame(target).latch.lock_exclusive();
+        Ok(Some(ParentAndChild {
+            parent,
+            parent_guard,
+            index,
+            child_guard: guard,
+        }))
+    }
+
+    /// Splits the node in `target` (on `key`'s path) unless it has room for `needed` bytes
+    /// by now. If its parent cannot take the separator, splits the parent instead; the caller
+    /// retries its write either way.
+    fn split(&self, target: FrameId, key: &[u8], needed: usize, mode: LatchMode) -> Attempt<()> {
+        if target == self.root {
+            let guard = self.bm.frame(target).latch.lock_exclusive();
+            if self.node(target).fits(needed) {
+                return Ok(());
+            }
+            return self.split_root(guard);
+        }
+        let Some(ParentAndChild {
+            parent,
+            parent_guard,
+            index,
+            child_guard: guard,
+        }) = self.latch_parent_and_child(target, key, mode)?
+        else {
+            return Ok(());
+        };
+        let node = self.node(target);
+        if node.fits(needed) {
+            return Ok(());
+        }
+        let middle = node.split_index();
+        let separator = node.key(middle).to_vec();
+        if !self
+            .node(parent)
+            .fits(entry_size(false, separator.len(), 8))
+        {
+            drop((guard, parent_guard));
+            return self.split(parent, key, entry_size(false, separator.len(), 8), mode);
+        }
+        let (left, left_guard) = self.bm.allocate_page(node.page_type(), Some(parent))?;
+        self.fill_halves(target, &guard, middle, left, &left_guard, None);
+        let left_word = Swip::swizzled_word(left).to_le_bytes();
+        NodeMut::new(self.bm.page_mut(parent, &parent_guard))
+            .insert_at(index, &separator, &left_word);
+        self.bm.frame(parent).set_dirty(true);
+        self.bm.frame(target).set_dirty(true);
+        Ok(())
+    }
+
+    /// Moves the entries of `source` up to `middle` into the new node `left`; `source` keeps
+    /// the rest. With `right = Some(frame)`, the rest goes there instead (root split) and
+    /// `source` is left for the caller to rewrite. Parent links of moved children follow.
+    fn fill_halves(
+        &self,
+        source: FrameId,
+        source_guard: &ExclusiveGuard<'_>,
+        middle: usize,
+        left: FrameId,
+        left_guard: &ExclusiveGuard<'_>,
+        right: Option<(FrameId, &ExclusiveGuard<'_>)>,
+    ) {
+        let node = self.node(source);
+        let level = node.level();
+        let count = node.count();
+        let separator = node.key(middle);
+        let (left_entries, left_upper, right_start) = if node.is_leaf() {
+            (0..middle + 1, 0, middle + 1)
+        } else {
+            (0..middle, node.child_word(middle), middle + 1)
+        };
+        NodeMut::new(self.bm.page_mut(left, left_guard)).rebuild(
+            level,
+            node.lower_fence(),
+            Some(separator),
+            left_upper,
+            node.entries(left_entries),
+        );
+        let (right_frame, right_page) = match right {
+            Some((frame, guard)) => (frame, self.bm.page_mut(frame, guard)),
+            None => (source, self.bm.page_mut(source, source_guard)),
+        };
+        NodeMut::new(right_page).rebuild(
+            level,
+            Some(separator),
+            node.upper_fence(),
+            node.child_word(count),
+            node.entries(right_start..count),
+        );
+        self.adopt_children(left);
+        if right.is_some() {
+            self.adopt_children(right_frame);
+        }
+    }
+
+    /// Points the parent link of every swizzled child of `frame` at `frame`.
+    fn adopt_children(&self, frame: FrameId) {
+        let node = self.node(frame);
+        if node.is_leaf() {
+            return;
+        }
+        for index in 0..=node.count() {
+            if let Some(SwipTarget::Frame(child)) =
+                Swip::decode(node.child_word(index), self.bm.frame_count())
+            {
+                self.bm.frame(child).set_parent(Some(frame));
+            }
+        }
+    }
+
+    /// Splits the root in place: its entries move into two new children and the root becomes
+    /// an inner node one level up, keeping its page id.
+    fn split_root(&self, guard: ExclusiveGuard<'_>) -> Attempt<()> {
+        let root = self.root;
+        let node = self.node(root);
+        let middle = node.split_index();
+        let separator = node.key(middle).to_vec();
+        let page_type = node.page_type();
+        let (left, left_guard) = self.bm.allocate_page(page_type, Some(root))?;
+        let (right, right_guard) = match self.bm.allocate_page(page_type, Some(root)) {
+            Ok(allocated) => allocated,
+            Err(restart) => {
+                self.bm.delete_page(left, left_guard);
+                return Err(restart);
+            }
+        };
+        self.fill_halves(
+            root,
+            &guard,
+            middle,
+            left,
+            &left_guard,
+            Some((right, &right_guard)),
+        );
+        let left_word = Swip::swizzled_word(left).to_le_bytes();
+        NodeMut::new(self.bm.page_mut(root, &guard)).rebuild(
+            node.level() + 1,
+            None,
+            None,
+            Swip::swizzled_word(right),
+            std::iter::once((&separator[..], &left_word[..])),
+        );
+        self.bm.frame(root).set_dirty(true);
+        Ok(())
+    }
+
+    /// Merges the node in `target` with a swizzled sibling if both fit in one page. Returns the
+    /// parent if a merge happened and the parent is now underfull (or is a root with one
+    /// child).
+    fn merge(&self, target: FrameId, key: &[u8], mode: LatchMode) -> Attempt<Option<FrameId>> {
+        if target == self.root {
+            return Ok(None);
+        }
+        let Some(ParentAndChild {
+            parent,
+            parent_guard,
+            index,
+            child_guard: guard,
+        }) = self.latch_parent_and_child(target, key, mode)?
+        else {
+            return Ok(None);
+        };
+        let page_size = self.bm.page_size();
+        if !underfull(&self.node(target), page_size) {
+            return Ok(None);
+        }
+        let parent_node = self.node(parent);
+        let count = parent_node.count();
+        if count == 0 {
+            return Ok(None);
+        }
+        // The merged pair is (left, right) with separator slot `left_index` in the parent.
+        let (left_index, sibling_index) = if index < count {
+            (index, index + 1)
+        } else {
+            (count - 1, count - 1)
+        };
+        let sibling =
+            match Swip::decode(parent_node.child_word(sibling_index), self.bm.frame_count()) {
+                Some(SwipTarget::Frame(sibling)) => sibling,
+                Some(SwipTarget::Page(page_id)) => {
+                    // Bring the sibling in (outside the latches), then merge on the restart.
+                    let offset = parent_node.child_offset(sibling_index) as u32;
+                    drop((guard, parent_guard));
+                    let version = self.bm.frame(parent).latch.optimistic()?;
+                    return Err(Restart::Swizzle {
+                        frame: parent,
+                        version,
+                        offset,
+                        page_id,
+                    });
+                }
+                None => return Err(self.corrupt(parent)),
+            };
+        let Some(sibling_guard) = self.bm.frame(sibling).latch.try_lock_exclusive() else {
+            return Ok(None);
+        };
+        let ((left, left_guard), (right, right_guard)) = if index < count {
+            ((target, guard), (sibling, sibling_guard))
+        } else {
+            ((sibling, sibling_guard), (target, guard))
+        };
+        let (left_node, right_node) = (self.node(left), self.node(right));
+        let separator = parent_node.key(left_index);
+        let leaf = left_node.is_leaf();
+        let merged_entries = || left_node.entries(0..left_node.count());
+        let upper_word = left_node.child_word(left_node.count()).to_le_bytes();
+        let bridge = (!leaf).then_some((separator, &upper_word[..]));
+        let size = Node::size_of(
+            leaf,
+            left_node.lower_fence(),
+            right_node.upper_fence(),
+            merged_entries()
+                .chain(bridge)
+                .chain(right_node.entries(0..right_node.count())),
+        );
+        if size > page_size {
+            return Ok(None);
+        }
+        NodeMut::new(self.bm.page_mut(right, &right_guard)).rebuild(
+            right_node.level(),
+            left_node.lower_fence(),
+            right_node.upper_fence(),
+            right_node.child_word(right_node.count()),
+            merged_entries()
+                .chain(bridge)
+                .chain(right_node.entries(0..right_node.count())),
+        );
+        self.adopt_children(right);
+        NodeMut::new(self.bm.page_mut(parent, &parent_guard)).remove_at(left_index);
+        self.bm.frame(parent).set_dirty(true);
+        self.bm.frame(right).set_dirty(true);
+        self.bm.delete_page(left, left_guard);
+        let parent_node = self.node(parent);
+        let parent_underfull = if parent == self.root {
+            parent_node.count() == 0
+        } else {
+            underfull(&parent_node, page_size)
+        };
+        Ok(parent_underfull.then_some(parent))
+    }
+
+    /// If the root is an inner node with a single (swizzled) child, pulls that child's
+    /// contents into the root, lowering the tree by one level.
+    fn collapse_root(&self) -> Attempt<()> {
+        let guard = self.bm.frame(self.root).latch.lock_exclusive();
+        let root = self.node(self.root);
+        if root.is_leaf() || root.count() > 0 {
+            return Ok(());
+        }
+        let Some(SwipTarget::Frame(child)) =
+            Swip::decode(root.child_word(0), self.bm.frame_count())
+        else {
+            return Ok(());
+        };
+        let child_guard = self.bm.frame(child).latch.lock_exclusive();
+        let child_node = self.node(child);
+        NodeMut::new(self.bm.page_mut(self.root, &guard)).rebuild(
+            child_node.level(),
+            None,
+            None,
+            child_node.child_word(child_node.count()),
+            child_node.entries(0..child_node.count()),
+        );
+        self.adopt_children(self.root);
+        self.bm.frame(self.root).set_dirty(true);
+        self.bm.delete_page(child, child_guard);
+        Ok(())
+    }
+
+    /// Copies the entries of one leaf from the lower end of a range: those at or after
+    /// `start` (with `bound`) for which `keep` holds, stopping at the first that fails.
+    /// Returns the entries, whether `keep` stopped the scan, and the leaf's upper fence.
+    pub(crate) fn scan_leaf(
+        &self,
+        start: &[u8],
+        bound: Bound,
+        keep: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<LeafBatch> {
+        self.bm.run(|mode| {
+            self.read_leaf(start, bound, mode, |leaf| {
+                let mut batch = LeafBatch::default();
+                for index in leaf.search(start, bound)..leaf.count() {
+                    let key = leaf.key(index);
+                    if !keep(key) {
+                        batch.stopped = true;
+                        break;
+                    }
+                    batch
+                        .entries
+                        .push((key.to_vec(), leaf.value(index).to_vec()));
+                }
+                batch.upper_fence = leaf.upper_fence().map(<[u8]>::to_vec);
+                batch
+            })
+        })
+    }
+}
+
+/// One leaf's worth of a range scan.
+#[derive(Default)]
+pub(crate) struct LeafBatch {
+    pub(crate) entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The range's end was reached inside this leaf.
+    pub(crate) stopped: bool,
+    /// Where the next leaf starts (`None`: this was the last leaf).
+    pub(crate) upper_fence: Option<Vec<u8>>,
+}
+
+/// The buffer manager's child iterator for B-tree inner pages.
+pub(crate) fn child_iterators() -> [(PageType, crate::buffer::ChildIterator); 1] {
+    [(PageType::BTreeInner, Node::visit_children)]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,668 @@
+//! The B+-tree node: a slotted page with variable-size keys and values and two fence keys.
+//!
+//! Layout after the 24-byte page header (little endian):
+//!
+//! | bytes  | field                                                                |
+//! |--------|----------------------------------------------------------------------|
+//! | 24..26 | number of slots                                                      |
+//! | 26..28 | level: 0 for leaves, parent = child + 1                              |
+//! | 28..32 | lower fence: offset u16, length u16 (`NO_FENCE` = minus infinity)    |
+//! | 32..36 | upper fence: offset u16, length u16 (`NO_FENCE` = plus infinity)     |
+//! | 36..40 | heap start: lowest used heap byte; the heap grows down from the end  |
+//! | 40..44 | garbage: dead heap bytes that compaction would reclaim               |
+//! | 48..56 | inner nodes: swip of the upper child (keys > the last key)           |
+//! | 56..   | slots, 8 bytes each: key offset, key length, value length, key head  |
+//!
+//! Keys are ordered bytewise; every key `k` of the node satisfies `lower < k <= upper`. In inner
+//! nodes the value of slot `i` is the 8-byte swip of the child holding keys in
+//! `(key[i-1], key[i]]`. Every heap allocation of an inner node (keys and fences) is rounded up
+//! to 8 bytes, so the heap start stays 8-aligned and each swip, stored right after its padded
+//! key, can be read and written atomically; space accounting stays exact. The key head is the key's first two bytes, big endian, zero padded: when
+//! heads differ they order the keys, saving a heap access during binary search.
+//!
+//! Reading ([`Node`]) never panics and never leaves the page, whatever the bytes say (it may be
+//! reading a page that is being written; the caller validates afterwards). Writing
+//! ([`NodeMut`]) happens under the exclusive latch, on consistent data.
+
+use crate::buffer::{PageMut, PageView};
+use crate::io::page::{PageType, PAGE_HEADER_SIZE};
+use std::cmp::Ordering;
+
+const COUNT: usize = PAGE_HEADER_SIZE;
+const LEVEL: usize = 26;
+const LOWER_FENCE: usize = 28;
+const UPPER_FENCE: usize = 32;
+const HEAP_START: usize = 36;
+const GARBAGE: usize = 40;
+/// Offset of the upper child's swip in inner nodes.
+const UPPER_SWIP: usize = 48;
+const SLOTS: usize = 56;
+const SLOT_SIZE: usize = 8;
+const NO_FENCE: u16 = u16::MAX;
+/// Bytes an inner entry's value (a swip) takes.
+const SWIP_SIZE: usize = 8;
+
+/// Which keys a descent is after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// The node that may hold `key` itself.
+    AtLeast,
+    /// The node that holds the keys just above `key`.
+    Above,
+}
+
+fn key_head(key: &[u8]) -> u16 {
+    u16::from_be_bytes([
+        key.first().copied().unwrap_or(0),
+        key.get(1).copied().unwrap_or(0),
+    ])
+}
+
+/// Heap bytes `len` bytes take in a node: exact in leaves, rounded up to 8 in inner nodes.
+fn heap_len(leaf: bool, len: usize) -> usize {
+    if leaf {
+        len
+    } else {
+        len.next_multiple_of(8)
+    }
+}
+
+/// Heap bytes and slot an entry needs in a node of the given kind.
+pub(crate) fn entry_size(leaf: bool, key_len: usize, value_len: usize) -> usize {
+    if leaf {
+        SLOT_SIZE + key_len + value_len
+    } else {
+        SLOT_SIZE + heap_len(false, key_len) + SWIP_SIZE
+    }
+}
+
+/// Space a node with these fences and no entries uses.
+fn empty_size(leaf: bool, lower: Option<&[u8]>, upper: Option<&[u8]>) -> usize {
+    SLOTS
+        + lower.map_or(0, |fence| heap_len(leaf, fence.len()))
+        + upper.map_or(0, |fence| heap_len(leaf, fence.len()))
+}
+
+/// Read access to a node.
+#[derive(Clone, Copy)]
+pub(crate) struct Node<'a> {
+    page: PageView<'a>,
+}
+
+impl<'a> Node<'a> {
+    pub(crate) fn new(page: PageView<'a>) -> Self {
+        Node { page }
+    }
+
+    fn max_slots(&self) -> usize {
+        self.page.len().saturating_sub(SLOTS) / SLOT_SIZE
+    }
+
+    /// Number of entries (clamped to what could fit, so torn data cannot make loops run long).
+    #[inline]
+    pub(crate) fn count(&self) -> usize {
+        usize::from(self.page.u16(COUNT)).min(self.max_slots())
+    }
+
+    #[inline]
+    pub(crate) fn level(&self) -> u16 {
+        self.page.u16(LEVEL)
+    }
+
+    #[inline]
+    pub(crate) fn is_leaf(&self) -> bool {
+        self.level() == 0
+    }
+
+    fn slot(&self, index: usize) -> usize {
+        SLOTS + index * SLOT_SIZE
+    }
+
+    fn key_offset(&self, index: usize) -> usize {
+        usize::from(self.page.u16(self.slot(index)))
+    }
+
+    fn key_len(&self, index: usize) -> usize {
+        usize::from(self.page.u16(self.slot(index) + 2))
+    }
+
+    fn value_len(&self, index: usize) -> usize {
+        usize::from(self.page.u16(self.slot(index) + 4))
+    }
+
+    fn head(&self, index: usize) -> u16 {
+        self.page.u16(self.slot(index) + 6)
+    }
+
+    #[inline]
+    pub(crate) fn key(&self, index: usize) -> &'a [u8] {
+        self.page.bytes(self.key_offset(index), self.key_len(index))
+    }
+
+    /// Value of a leaf entry.
+    #[inline]
+    pub(crate) fn value(&self, index: usize) -> &'a [u8] {
+        self.page.bytes(
+            self.key_offset(index) + self.key_len(index),
+            self.value_len(index),
+        )
+    }
+
+    /// Offset of the swip of child `index` (`index == count` is the upper child).
+    #[inline]
+    pub(crate) fn child_offset(&self, index: usize) -> usize {
+        if index >= self.count() {
+            UPPER_SWIP
+        } else {
+            self.key_offset(index) + heap_len(false, self.key_len(index))
+        }
+    }
+
+    /// The swip word of child `index`.
+    #[inline]
+    pub(crate) fn child_word(&self, index: usize) -> u64 {
+        self.page.u64(self.child_offset(index))
+    }
+
+    fn fence(&self, at: usize) -> Option<&'a [u8]> {
+        let len = self.page.u16(at + 2);
+        (len != NO_FENCE).then(|| {
+            self.page
+                .bytes(usize::from(self.page.u16(at)), usize::from(len))
+        })
+    }
+
+    pub(crate) fn lower_fence(&self) -> Option<&'a [u8]> {
+        self.fence(LOWER_FENCE)
+    }
+
+    pub(crate) fn upper_fence(&self) -> Option<&'a [u8]> {
+        self.fence(UPPER_FENCE)
+    }
+
+    fn compare(&self, index: usize, key: &[u8], head: u16) -> Ordering {
+        match self.head(index).cmp(&head) {
+            Ordering::Equal => self.key(index).cmp(key),
+            unequal => unequal,
+        }
+    }
+
+    /// First index whose key is `>= key`, and whether it is equal.
+    #[inline]
+    pub(crate) fn lower_bound(&self, key: &[u8]) -> (usize, bool) {
+        let head = key_head(key);
+        let (mut low, mut high) = (0, self.count());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.compare(middle, key, head) {
+                Ordering::Less => low = middle + 1,
+                Ordering::Greater => high = middle,
+                Ordering::Equal => return (middle, true),
+            }
+        }
+        (low, false)
+    }
+
+    /// First index whose key is `> key`.
+    pub(crate) fn upper_bound(&self, key: &[u8]) -> usize {
+        match self.lower_bound(key) {
+            (index, true) => index + 1,
+            (index, false) => index,
+        }
+    }
+
+    /// First entry index a search with `bound` on `key` is after; for inner nodes, the index
+    /// of the child to descend into.
+    #[inline]
+    pub(crate) fn search(&self, key: &[u8], bound: Bound) -> usize {
+        match bound {
+            Bound::AtLeast => self.lower_bound(key).0,
+            Bound::Above => self.upper_bound(key),
+        }
+    }
+
+    fn heap_start(&self) -> usize {
+        self.page.u32(HEAP_START) as usize
+    }
+
+    /// Contiguous free bytes between the slots and the heap.
+    pub(crate) fn free_space(&self) -> usize {
+        self.heap_start()
+            .saturating_sub(SLOTS + self.count() * SLOT_SIZE)
+    }
+
+    /// Free bytes after compaction.
+    pub(crate) fn reclaimable_space(&self) -> usize {
+        self.free_space() + self.page.u32(GARBAGE) as usize
+    }
+
+    /// Bytes in use (header, slots, live keys, values and fences).
+    pub(crate) fn used_space(&self) -> usize {
+        self.page.len().saturating_sub(self.reclaimable_space())
+    }
+
+    /// Whether an entry of `size` bytes (see [`entry_size`]) fits, after compaction if needed.
+    pub(crate) fn fits(&self, size: usize) -> bool {
+        self.reclaimable_space() >= size
+    }
+
+    /// Size of entry `index` as [`entry_size`] counts it.
+    pub(crate) fn entry_size(&self, index: usize) -> usize {
+        entry_size(self.is_leaf(), self.key_len(index), self.value_len(index))
+    }
+
+    /// The page type a node of this level has.
+    pub(crate) fn page_type(&self) -> PageType {
+        if self.is_leaf() {
+            PageType::BTreeLeaf
+        } else {
+            PageType::BTreeInner
+        }
+    }
+
+    /// Index at which to split so both halves carry about the same bytes. Leaves keep
+    /// `0..=index` left; inner nodes push key `index` up and keep `0..index` left.
+    pub(crate) fn split_index(&self) -> usize {
+        let count = self.count();
+        debug_assert!(count >= if self.is_leaf() { 1 } else { 3 });
+        let total: usize = (0..count).map(|i| self.entry_size(i)).sum();
+        let mut accumulated = 0;
+        let mut index = 0;
+        while index < count {
+            accumulated += self.entry_size(index);
+            if accumulated * 2 >= total {
+                break;
+            }
+            index += 1;
+        }
+        if self.is_leaf() {
+            index.min(count - 1)
+        } else {
+            index.clamp(1, count.saturating_sub(2).max(1))
+        }
+    }
+
+    /// The entries `range` as (key, value-or-swip bytes) pairs.
+    pub(crate) fn entries(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        let leaf = self.is_leaf();
+        range.map(move |i| {
+            let value = if leaf {
+                self.value(i)
+            } else {
+                self.page.bytes(self.child_offset(i), SWIP_SIZE)
+            };
+            (self.key(i), value)
+        })
+    }
+
+    /// Bytes a node needs to hold these entries and fences (conservative).
+    pub(crate) fn size_of<'k>(
+        leaf: bool,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+    ) -> usize {
+        empty_size(leaf, lower, upper)
+            + entries
+                .map(|(key, value)| entry_size(leaf, key.len(), value.len()))
+                .sum::<usize>()
+    }
+
+    /// Visits the offset of every child swip (the buffer manager's child iterator).
+    pub(crate) fn visit_children(page: PageView<'_>, visit: &mut dyn FnMut(usize) -> bool) {
+        let node = Node::new(page);
+        if node.is_leaf() {
+            return;
+        }
+        for index in 0..=node.count() {
+            if !visit(node.child_offset(index)) {
+                return;
+            }
+        }
+    }
+
+    /// Checks the node's structure: slots inside the page, keys ascending and within the
+    /// fences, inner swips aligned. Used on pages read under a latch or from disk.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let len = self.page.len();
+        let count = usize::from(self.page.u16(COUNT));
+        if count > self.max_slots() {
+            return Err(format!("slot count {count} exceeds the page"));
+        }
+        let heap = self.heap_start();
+        if heap > len || heap < SLOTS + count * SLOT_SIZE {
+            return Err(format!("heap start {heap} out of range"));
+        }
+        for at in [LOWER_FENCE, UPPER_FENCE] {
+            let fence_len = self.page.u16(at + 2);
+            if fence_len != NO_FENCE
+                && usize::from(self.page.u16(at)) + usize::from(fence_len) > len
+            {
+                return Err("fence key outside the page".into());
+            }
+        }
+        for index in 0..count {
+            let end = self.key_offset(index) + self.entry_size(index) - SLOT_SIZE;
+            if self.key_offset(index) < heap || end > len {
+                return Err(format!("entry {index} outside the heap"));
+            }
+            if self.head(index) != key_head(self.key(index)) {
+                return Err(format!("entry {index} has a wrong key head"));
+            }
+            if !self.is_leaf()
+                && (self.value_len(index) != SWIP_SIZE
+                    || !self.child_offset(index).is_multiple_of(8))
+            {
+                return Err(format!("inner entry {index} has a malformed swip"));
+            }
+            if index > 0 && self.key(index - 1) >= self.key(index) {
+                return Err(format!("keys {} and {index} out of order", index - 1));
+            }
+        }
+        if count > 0 {
+            if let Some(lower) = self.lower_fence() {
+                if self.key(0) <= lower {
+                    return Err("first key not above the lower fence".into());
+                }
+            }
+            if let Some(upper) = self.upper_fence() {
+                if self.key(count - 1) > upper {
+                    return Err("last key above the upper fence".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Write access to a node (exclusive latch held, or a private buffer).
+pub(crate) struct NodeMut<'a> {
+    page: PageMut<'a>,
+}
+
+impl<'a> NodeMut<'a> {
+    pub(crate) fn new(page: PageMut<'a>) -> Self {
+        NodeMut { page }
+    }
+
+    pub(crate) fn view(&self) -> Node<'_> {
+        Node::new(self.page.view())
+    }
+
+    /// Makes the page an empty node of `level` with the given fences, keeping the page header
+    /// (id, LSN) but setting the page type to match the level.
+    pub(crate) fn init(&mut self, level: u16, lower: Option<&[u8]>, upper: Option<&[u8]>) {
+        let len = self.page.view().len();
+        let page_type = if level == 0 {
+            PageType::BTreeLeaf
+        } else {
+            PageType::BTreeInner
+        };
+        self.page.set_u8(4, page_type as u8);
+        self.page.set_bytes(COUNT, &[0; SLOTS - COUNT]);
+        self.page.set_u16(LEVEL, level);
+        self.page.set_u32(HEAP_START, len as u32);
+        self.set_fence(LOWER_FENCE, lower);
+        self.set_fence(UPPER_FENCE, upper);
+    }
+
+    fn set_fence(&mut self, at: usize, fence: Option<&[u8]>) {
+        match fence {
+            None => {
+                self.page.set_u16(at, 0);
+                self.page.set_u16(at + 2, NO_FENCE);
+            }
+            Some(key) => {
+                let leaf = self.view().is_leaf();
+                let offset = self.heap_alloc(heap_len(leaf, key.len()));
+                self.page.set_bytes(offset, key);
+                self.page.set_u16(at, offset as u16);
+                self.page.set_u16(at + 2, key.len() as u16);
+            }
+        }
+    }
+
+    /// Reserves `len` heap bytes (a multiple of 8 in inner nodes); returns their offset.
+    fn heap_alloc(&mut self, len: usize) -> usize {
+        let view = self.view();
+        let start = view
+            .heap_start()
+            .checked_sub(len)
+            .filter(|&start| start >= SLOTS + view.count() * SLOT_SIZE)
+            .expect("node heap overflow (caller must check fits)");
+        debug_assert!(view.is_leaf() || start.is_multiple_of(8));
+        self.page.set_u32(HEAP_START, start as u32);
+        start
+    }
+
+    pub(crate) fn set_upper_child(&mut self, word: u64) {
+        self.page.set_u64(UPPER_SWIP, word);
+    }
+
+    /// Inserts at `index` (which keeps the keys ordered); leaf values are bytes, inner values
+    /// the 8-byte little-endian swip word. Compacts first if the free space is fragmented.
+    /// The caller has checked `fits(entry_size(..))`.
+    pub(crate) fn insert_at(&mut self, index: usize, key: &[u8], value: &[u8]) {
+        let view = self.view();
+        let leaf = view.is_leaf();
+        let count = view.count();
+        debug_assert!(index <= count);
+        debug_assert!(leaf || value.len() == SWIP_SIZE);
+        let needed = entry_size(leaf, key.len(), value.len());
+        debug_assert!(view.fits(needed), "insert without room");
+        if view.free_space() < needed {
+            self.compact();
+        }
+        let key_space = heap_len(leaf, key.len());
+        let offset = self.heap_alloc(key_space + value.len());
+        self.page.set_bytes(offset, key);
+        self.page.set_bytes(offset + key_space, value);
+        let slot = SLOTS + index * SLOT_SIZE;
+        self.page
+            .copy_within(slot, slot + SLOT_SIZE, (count - index) * SLOT_SIZE);
+        self.page.set_u16(slot, offset as u16);
+        self.page.set_u16(slot + 2, key.len() as u16);
+        self.page.set_u16(slot + 4, value.len() as u16);
+        self.page.set_u16(slot + 6, key_head(key));
+        self.page.set_u16(COUNT, (count + 1) as u16);
+    }
+
+    /// Removes entry `index`; its heap bytes become garbage.
+    pub(crate) fn remove_at(&mut self, index: usize) {
+        let view = self.view();
+        let count = view.count();
+        debug_assert!(index < count);
+        let dead = view.entry_size(index) - SLOT_SIZE;
+        let garbage = self.page.view().u32(GARBAGE) as usize + dead;
+        let slot = SLOTS + index * SLOT_SIZE;
+        self.page
+            .copy_within(slot + SLOT_SIZE, slot, (count - index - 1) * SLOT_SIZE);
+        self.page.set_u16(COUNT, (count - 1) as u16);
+        self.page.set_u32(GARBAGE, garbage as u32);
+    }
+
+    /// Overwrites the value of leaf entry `index` with one of the same length.
+    pub(crate) fn overwrite_value(&mut self, index: usize, value: &[u8]) {
+        let view = self.view();
+        debug_assert_eq!(view.value_len(index), value.len());
+        let offset = view.key_offset(index) + view.key_len(index);
+        self.page.set_bytes(offset, value);
+    }
+
+    /// Rewrites the heap without garbage.
+    pub(crate) fn compact(&mut self) {
+        let view = self.view();
+        let level = view.level();
+        let lower = view.lower_fence().map(<[u8]>::to_vec);
+        let upper = view.upper_fence().map(<[u8]>::to_vec);
+        let upper_child = view.page.u64(UPPER_SWIP);
+        let count = view.count();
+        let mut scratch = vec![0u8; view.page.len()];
+        let mut fresh = NodeMut::new(PageMut::from_slice(&mut scratch));
+        fresh.init(level, lower.as_deref(), upper.as_deref());
+        fresh.set_upper_child(upper_child);
+        for (index, (key, value)) in view.entries(0..count).enumerate() {
+            fresh.insert_at(index, key, value);
+        }
+        self.page.set_bytes(COUNT, &scratch[COUNT..]);
+    }
+
+    /// Replaces the whole node by `level`, fences, upper child and `entries` (which may borrow
+    /// from this very page: they are copied out first).
+    pub(crate) fn rebuild<'k>(
+        &mut self,
+        level: u16,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        upper_child: u64,
+        entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+    ) {
+        let mut scratch = vec![0u8; self.page.view().len()];
+        let mut fresh = NodeMut::new(PageMut::from_slice(&mut scratch));
+        fresh.init(level, lower, upper);
+        fresh.set_upper_child(upper_child);
+        for (index, (key, value)) in entries.enumerate() {
+            fresh.insert_at(index, key, value);
+        }
+        self.page.set_u8(4, scratch[4]);
+        self.page.set_bytes(COUNT, &scratch[COUNT..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn leaf(page: &mut [u8]) -> NodeMut<'_> {
+        let mut node = NodeMut::new(PageMut::from_slice(page));
+        node.init(0, None, None);
+        node
+    }
+
+    #[test]
+    fn inserts_keep_order_and_search_finds_them() {
+        let mut page = vec![0u8; 4096];
+        let mut node = leaf(&mut page);
+        for key in [&b"m"[..], b"a", b"", b"zz", b"ma", b"a\0"] {
+            let (index, found) = node.view().lower_bound(key);
+            assert!(!found);
+            node.insert_at(index, key, key);
+        }
+        let view = node.view();
+        let keys: Vec<_> = (0..view.count()).map(|i| view.key(i)).collect();
+        assert_eq!(keys, vec![&b""[..], b"a", b"a\0", b"m", b"ma", b"zz"]);
+        assert_eq!(view.lower_bound(b"ma"), (4, true));
+        assert_eq!(view.lower_bound(b"b"), (3, false));
+        assert_eq!(view.upper_bound(b"a"), 2);
+        assert_eq!(view.value(4), b"ma");
+        view.check().unwrap();
+    }
+
+    #[test]
+    fn compaction_reclaims_removed_entries() {
+        let mut page = vec![0u8; 4096];
+        let mut node = leaf(&mut page);
+        let value = [7u8; 100];
+        let size = entry_size(true, 4, value.len());
+        let mut inserted = 0u32;
+        while node.view().fits(size) {
+            node.insert_at(inserted as usize, &inserted.to_be_bytes(), &value);
+            inserted += 1;
+        }
+        let removed = inserted / 2;
+        for index in 0..removed as usize {
+            node.remove_at(index); // every other entry
+        }
+        assert!(
+            node.view().free_space() < removed as usize * size / 2,
+            "fragmented"
+        );
+        for key in inserted..inserted + removed {
+            assert!(node.view().fits(size));
+            let index = node.view().lower_bound(&key.to_be_bytes()).0;
+            node.insert_at(index, &key.to_be_bytes(), &value);
+        }
+        assert_eq!(node.view().count(), inserted as usize);
+        node.view().check().unwrap();
+    }
+
+    #[test]
+    fn inner_swips_are_aligned_and_visited() {
+        let mut page = vec![0u8; 4096];
+        let mut node = NodeMut::new(PageMut::from_slice(&mut page));
+        node.init(1, Some(b"a"), Some(b"z"));
+        node.set_upper_child(99);
+        for (i, key) in [&b"c"[..], b"bbb", b"f", b"ee"].iter().enumerate() {
+            let index = node.view().lower_bound(key).0;
+            node.insert_at(index, key, &(i as u64 + 1).to_le_bytes());
+        }
+        let view = node.view();
+        view.check().unwrap();
+        let mut offsets = Vec::new();
+        Node::visit_children(PageView::from_slice(&page), &mut |offset| {
+            offsets.push(offset);
+            true
+        });
+        let view = Node::new(PageView::from_slice(&page));
+        let words: Vec<u64> = offsets.iter().map(|&o| view.page.u64(o)).collect();
+        assert_eq!(words, vec![2, 1, 4, 3, 99]);
+        assert!(offsets.iter().all(|o| o % 8 == 0));
+    }
+
+    #[test]
+    fn torn_bytes_never_lead_outside_the_page() {
+        let mut page = vec![0xFFu8; 4096];
+        let view = Node::new(PageView::from_slice(&page));
+        let _ = view.lower_bound(b"key");
+        let _ = view.upper_fence();
+        assert!(view.check().is_err());
+        Node::visit_children(PageView::from_slice(&page), &mut |_| true);
+        page.fill(0x41);
+        let view = Node::new(PageView::from_slice(&page));
+        let _ = view.lower_bound(b"AAAA");
+        let _ = (0..view.count())
+            .map(|i| view.value(i).len())
+            .sum::<usize>();
+    }
+
+    proptest! {
+        /// The node behaves like a sorted map for any sequence of inserts and removes that fit.
+        #[test]
+        fn node_matches_btreemap(ops in proptest::collection::vec(
+            (any::<bool>(), proptest::collection::vec(0u8..4, 0..6), proptest::collection::vec(any::<u8>(), 0..40)),
+            1..200,
+        )) {
+            let mut page = vec![0u8; 4096];
+            let mut node = leaf(&mut page);
+            let mut model = BTreeMap::new();
+            for (insert, key, value) in ops {
+                let (index, found) = node.view().lower_bound(&key);
+                if insert {
+                    if found {
+                        node.remove_at(index);
+                    }
+                    if node.view().fits(entry_size(true, key.len(), value.len())) {
+                        node.insert_at(index, &key, &value);
+                        model.insert(key, value);
+                    } else {
+                        model.remove(&key);
+                    }
+                } else if found {
+                    node.remove_at(index);
+                    model.remove(&key);
+                }
+                node.view().check().map_err(TestCaseError::fail)?;
+            }
+            let view = node.view();
+            let entries: Vec<(Vec<u8>, Vec<u8>)> =
+                view.entries(0..view.count()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+            prop_assert_eq!(entries, expected);
+        }
+    }
+}

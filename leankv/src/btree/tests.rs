@@ -1,0 +1,134 @@
+//! Tree tests that need the internals: the pessimistic (shared-latch) paths, which the retry
+//! loop only takes after repeated conflicts, are driven directly here.
+
+use super::*;
+use crate::buffer::BufferConfig;
+use crate::io::MemoryStorage;
+
+fn tree_with_small_pool() -> BTree {
+    let config = BufferConfig {
+        page_size: 4096,
+        frames: 48,
+        cooling_fraction: 0.1,
+        prefault: false,
+        background_writer: false,
+    };
+    let bm = BufferManager::new(
+        Arc::new(MemoryStorage::new()),
+        &config,
+        &child_iterators(),
+        1,
+        Vec::new(),
+    )
+    .unwrap();
+    BTree::create(&bm).unwrap()
+}
+
+fn key(n: u32) -> [u8; 4] {
+    n.wrapping_mul(2_654_435_761).to_be_bytes()
+}
+
+#[test]
+fn pessimistic_descents_find_and_change_what_optimistic_ones_do() {
+    let tree = tree_with_small_pool();
+    let count = 20_000;
+    for n in 0..count {
+        tree.insert(&key(n), &n.to_le_bytes()).unwrap();
+    }
+    // Lookups under shared-latch coupling, bringing evicted pages back in along the way.
+    for n in 0..count {
+        let value = tree
+            .bm
+            .run(|_| {
+                tree.read_leaf(&key(n), Bound::AtLeast, LatchMode::Pessimistic, |leaf| {
+                    let (index, found) = leaf.lower_bound(&key(n));
+                    found.then(|| leaf.value(index).to_vec())
+                })
+            })
+            .unwrap();
+        assert_eq!(value, Some(n.to_le_bytes().to_vec()), "key {n}");
+    }
+    // Writes through the exclusive pessimistic descent.
+    for n in (0..count).step_by(2) {
+        tree.bm
+            .run(|_| {
+                let (frame, guard) = tree.descend_exclusive(&key(n), 0, LatchMode::Pessimistic)?;
+                let (index, found) = tree.node(frame).lower_bound(&key(n));
+                assert!(found);
+                NodeMut::new(tree.bm.page_mut(frame, &guard)).remove_at(index);
+                tree.bm.frame(frame).set_dirty(true);
+                Ok(())
+            })
+            .unwrap();
+    }
+    let mut buffer = Vec::new();
+    for n in 0..count {
+        assert_eq!(tree.lookup(&key(n), &mut buffer).unwrap(), n % 2 == 1);
+    }
+    let counters = tree.bm.counters();
+    assert!(
+        counters[crate::buffer::Counter::PageReads as usize] > 0,
+        "pool too large"
+    );
+}
+
+#[test]
+fn splits_and_merges_through_the_pessimistic_path() {
+    let tree = tree_with_small_pool();
+    let value = [5u8; 200];
+    for n in 0..3_000 {
+        let k = key(n);
+        loop {
+            let step = tree
+                .bm
+                .run(|_| {
+                    let (frame, guard) = tree.descend_exclusive(&k, 0, LatchMode::Pessimistic)?;
+                    let leaf = tree.node(frame);
+                    let needed = entry_size(true, k.len(), value.len());
+                    if !leaf.fits(needed) {
+                        return Ok(Some((frame, needed)));
+                    }
+                    let index = leaf.lower_bound(&k).0;
+                    NodeMut::new(tree.bm.page_mut(frame, &guard)).insert_at(index, &k, &value);
+                    tree.bm.frame(frame).set_dirty(true);
+                    Ok(None)
+                })
+                .unwrap();
+            match step {
+                None => break,
+                Some((frame, needed)) => tree
+                    .bm
+                    .run(|_| tree.split(frame, &k, needed, LatchMode::Pessimistic))
+                    .unwrap(),
+            }
+        }
+    }
+    for n in 0..3_000 {
+        let k = key(n);
+        let leaf = tree
+            .bm
+            .run(|_| {
+                let (frame, guard) = tree.descend_exclusive(&k, 0, LatchMode::Pessimistic)?;
+                let index = tree.node(frame).lower_bound(&k).0;
+                NodeMut::new(tree.bm.page_mut(frame, &guard)).remove_at(index);
+                tree.bm.frame(frame).set_dirty(true);
+                Ok(frame)
+            })
+            .unwrap();
+        let mut frame = leaf;
+        while let Some(parent) = tree
+            .bm
+            .run(|_| tree.merge(frame, &k, LatchMode::Pessimistic))
+            .unwrap()
+        {
+            if parent == tree.root {
+                tree.bm.run(|_| tree.collapse_root()).unwrap();
+                break;
+            }
+            frame = parent;
+        }
+    }
+    let mut buffer = Vec::new();
+    assert!((0..3_000).all(|n| !tree.lookup(&key(n), &mut buffer).unwrap()));
+    assert!(tree.node(tree.root).level() <= 1, "merges shrank the tree");
+}

@@ -1,0 +1,161 @@
+//! The cooling stage and the in-flight I/O table (paper §IV-C, §IV-D), kept under one mutex.
+//!
+//! Cooling pages form a FIFO in unswizzle order, linked through the `fifo_prev`/`fifo_next`
+//! fields of their frame headers (no allocation, O(1) removal when a page is touched again),
+//! plus an index from page id to frame, consulted when an unswizzled swip is followed. Pages
+//! just read from disk enter the same index, at the young end, until the faulting thread
+//! swizzles them. The in-flight table maps a page id to the read currently bringing it in, so
+//! that many threads faulting on one page cause one read.
+//!
+//! Invariants (all under the owning mutex): a page id is in at most one of `index` and
+//! `in_flight`; a frame is in the FIFO exactly when it is in `index`, and then its state is
+//! `Cooling`. Only the cold path takes this mutex: hot-page accesses never touch it.
+
+use super::pool::{FrameId, Pool};
+use parking_lot::{Condvar, Mutex};
+use rustc_hash::FxHashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+const NO_LINK: u32 = 0;
+
+/// A page read in progress; other threads wanting the page wait on it.
+#[derive(Default)]
+pub(crate) struct InFlightRead {
+    done: Mutex<bool>,
+    finished: Condvar,
+}
+
+impl InFlightRead {
+    pub(crate) fn wait(&self) {
+        let mut done = self.done.lock();
+        while !*done {
+            self.finished.wait(&mut done);
+        }
+    }
+
+    pub(crate) fn finish(&self) {
+        *self.done.lock() = true;
+        self.finished.notify_all();
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct CoolingStage {
+    /// Oldest cooling frame (next to evict) and newest.
+    oldest: Option<FrameId>,
+    newest: Option<FrameId>,
+    index: FxHashMap<u64, FrameId>,
+    in_flight: FxHashMap<u64, Arc<InFlightRead>>,
+}
+
+fn link(frame: Option<FrameId>) -> u32 {
+    frame.map_or(NO_LINK, |f| f + 1)
+}
+
+fn unlink(word: u32) -> Option<FrameId> {
+    (word != NO_LINK).then(|| word - 1)
+}
+
+impl CoolingStage {
+    pub(crate) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub(crate) fn lookup(&self, page_id: u64) -> Option<FrameId> {
+        self.index.get(&page_id).copied()
+    }
+
+    /// Appends `frame` (holding `page_id`) at the young end.
+    pub(crate) fn push_newest(&mut self, pool: &Pool, frame: FrameId, page_id: u64) {
+        debug_assert!(
+            !self.index.contains_key(&page_id),
+            "page {page_id} cooling twice"
+        );
+        debug_assert!(!self.in_flight.contains_key(&page_id));
+        let header = pool.frame(frame);
+        header.fifo_prev.store(link(self.newest), Ordering::Relaxed);
+        header.fifo_next.store(NO_LINK, Ordering::Relaxed);
+        match self.newest {
+            Some(newest) => pool
+                .frame(newest)
+                .fifo_next
+                .store(frame + 1, Ordering::Relaxed),
+            None => self.oldest = Some(frame),
+        }
+        self.newest = Some(frame);
+        self.index.insert(page_id, frame);
+    }
+
+    /// Removes `frame` (holding `page_id`) from the FIFO and the index.
+    pub(crate) fn remove(&mut self, pool: &Pool, frame: FrameId, page_id: u64) {
+        let removed = self.index.remove(&page_id);
+        debug_assert_eq!(removed, Some(frame));
+        let header = pool.frame(frame);
+        let prev = unlink(header.fifo_prev.load(Ordering::Relaxed));
+        let next = unlink(header.fifo_next.load(Ordering::Relaxed));
+        match prev {
+            Some(p) => pool.frame(p).fifo_next.store(link(next), Ordering::Relaxed),
+            None => self.oldest = next,
+        }
+        match next {
+            Some(n) => pool.frame(n).fifo_prev.store(link(prev), Ordering::Relaxed),
+            None => self.newest = prev,
+        }
+    }
+
+    /// Up to `limit` frames from the old end, oldest first.
+    pub(crate) fn oldest_frames(&self, pool: &Pool, limit: usize) -> Vec<FrameId> {
+        let mut frames = Vec::with_capacity(limit.min(self.len()));
+        let mut cursor = self.oldest;
+        while let Some(frame) = cursor {
+            if frames.len() == limit {
+                break;
+            }
+            frames.push(frame);
+            cursor = unlink(pool.frame(frame).fifo_next.load(Ordering::Relaxed));
+        }
+        frames
+    }
+
+    pub(crate) fn in_flight(&self, page_id: u64) -> Option<Arc<InFlightRead>> {
+        self.in_flight.get(&page_id).cloned()
+    }
+
+    pub(crate) fn start_read(&mut self, page_id: u64) -> Arc<InFlightRead> {
+        debug_assert!(!self.index.contains_key(&page_id));
+        let read = Arc::new(InFlightRead::default());
+        let previous = self.in_flight.insert(page_id, read.clone());
+        debug_assert!(previous.is_none(), "two reads of page {page_id}");
+        read
+    }
+
+    pub(crate) fn end_read(&mut self, page_id: u64) {
+        self.in_flight.remove(&page_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_keeps_unswizzle_order_and_removes_from_the_middle() {
+        let pool = Pool::new(8, 4096, false).unwrap();
+        let mut stage = CoolingStage::default();
+        for frame in 0..5 {
+            stage.push_newest(&pool, frame, 100 + u64::from(frame));
+        }
+        assert_eq!(stage.oldest_frames(&pool, 10), vec![0, 1, 2, 3, 4]);
+        stage.remove(&pool, 2, 102);
+        stage.remove(&pool, 0, 100);
+        stage.remove(&pool, 4, 104);
+        assert_eq!(stage.oldest_frames(&pool, 10), vec![1, 3]);
+        assert_eq!(stage.lookup(103), Some(3));
+        assert_eq!(stage.lookup(102), None);
+        stage.push_newest(&pool, 0, 200);
+        assert_eq!(stage.oldest_frames(&pool, 2), vec![1, 3]);
+        assert_eq!(stage.oldest_frames(&pool, 10), vec![1, 3, 0]);
+        assert_eq!(stage.len(), 3);
+    }
+}

@@ -1,0 +1,723 @@
+//! The buffer manager (paper §III–IV): pool, swips, replacement, I/O, epochs, background writer.
+//!
+//! Data structures built on it (the B+-tree) reach pages through swips. A swizzled swip costs
+//! one branch; an unswizzled one makes the operation return [`Restart::Swizzle`], and
+//! [`BufferManager::run`], the retry loop every operation runs in, then brings the page in
+//! (from the cooling stage, or from disk through the in-flight table), swizzles the swip and
+//! starts the operation over. No I/O happens while a latch is held or inside an epoch.
+//!
+//! Replacement: while free frames last, nothing is tracked. When they run out, the thread that
+//! needs a frame unswizzles random hot pages (children before parents, through the
+//! per-structure child iterator) until the cooling fraction of the pool is cooling, then takes
+//! frames from the old end of the cooling FIFO, writing dirty ones first. A frame is reused only
+//! once no thread can still read it (epochs). The background writer writes dirty cooling pages
+//! ahead of eviction.
+//!
+//! Rules for callers: allocate pages only inside `run` (an empty free list is answered with
+//! `Restart::NeedFrames`); write page bytes only under the frame's exclusive latch and mark the
+//! frame dirty before releasing it; keep each page owned by exactly one swip and maintain the
+//! parent link of every swizzled child (`Frame::set_parent`).
+
+mod cooling;
+mod epoch;
+mod page;
+mod page_ids;
+mod pool;
+mod stats;
+mod swip;
+mod writer;
+
+pub(crate) use page::{PageMut, PageView};
+pub(crate) use page_ids::{load_free_list, save_free_list};
+pub(crate) use pool::{Frame, FrameId, FrameState, FRAME_HEADER_AREA};
+pub(crate) use stats::{Counter, COUNTER_COUNT};
+pub(crate) use swip::{Swip, SwipTarget};
+
+use crate::error::{Error, Result};
+use crate::io::page::{self as page_format, PageType};
+use crate::io::{AlignedBuf, IoMode, Storage};
+use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart};
+use cooling::{CoolingStage, InFlightRead};
+use epoch::Epochs;
+use page_ids::PageIds;
+use parking_lot::Mutex;
+use pool::{Pool, NO_PAGE};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use writer::BackgroundWriter;
+
+/// Calls `visit(offset)` with the byte offset of every child swip on `page`, stopping early
+/// when `visit` returns `false`. Each buffer-managed structure registers one per page type.
+pub(crate) type ChildIterator = fn(page: PageView<'_>, visit: &mut dyn FnMut(usize) -> bool);
+
+/// Longest chain of swizzled pages followed when choosing a page to unswizzle; a bound so that
+/// even a corrupt parent cycle cannot loop forever.
+const MAX_DEPTH: usize = 64;
+/// Failed validations before an operation switches to pessimistic latching.
+const OPTIMISTIC_ATTEMPTS: u32 = 16;
+/// Rounds of eviction a thread tries before declaring the pool exhausted.
+const MAX_EVICTION_ROUNDS: u32 = 100_000;
+
+/// How the buffer manager is set up (derived from `crate::Options` by `Db`).
+#[derive(Debug, Clone)]
+pub(crate) struct BufferConfig {
+    pub(crate) page_size: usize,
+    pub(crate) frames: u32,
+    pub(crate) cooling_fraction: f64,
+    pub(crate) prefault: bool,
+    pub(crate) background_writer: bool,
+}
+
+/// The buffer manager. Shared through `Arc`; all methods take `&self`.
+pub(crate) struct BufferManager {
+    pool: Pool,
+    storage: Arc<dyn Storage>,
+    epochs: Arc<Epochs>,
+    cooling: Mutex<CoolingStage>,
+    free_frames: Mutex<Vec<FrameId>>,
+    /// Frames `fresh..frames` have never been used (and cost no memory yet).
+    fresh: AtomicU32,
+    page_ids: Mutex<PageIds>,
+    child_iterators: [Option<ChildIterator>; PageType::COUNT],
+    cooling_target: usize,
+    eviction_batch: usize,
+    closed: AtomicBool,
+    writer: Mutex<Option<BackgroundWriter>>,
+}
+
+impl BufferManager {
+    /// Sets up the pool over `storage`, whose pages `1..page_count` exist (`free_pages` of them
+    /// unused). `child_iterators` lists each page type that holds swips.
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        config: &BufferConfig,
+        child_iterators: &[(PageType, ChildIterator)],
+        page_count: u64,
+        free_pages: Vec<u64>,
+    ) -> Result<Arc<BufferManager>> {
+        let pool = Pool::new(config.frames, config.page_size, config.prefault)
+            .map_err(|e| Error::io("allocating the buffer pool", e))?;
+        let mut iterators = [None; PageType::COUNT];
+        for &(page_type, iterator) in child_iterators {
+            iterators[page_type as usize] = Some(iterator);
+        }
+        let frames = config.frames as usize;
+        let eviction_batch = (frames / 64).clamp(1, 64);
+        let cooling_target = ((frames as f64 * config.cooling_fraction) as usize)
+            .max(eviction_batch * 2)
+            .min(frames / 2);
+        let manager = Arc::new(BufferManager {
+            pool,
+            storage,
+            epochs: Epochs::new(),
+            cooling: Mutex::new(CoolingStage::default()),
+            free_frames: Mutex::new(Vec::new()),
+            fresh: AtomicU32::new(0),
+            page_ids: Mutex::new(PageIds::new(page_count, free_pages)),
+            child_iterators: iterators,
+            cooling_target,
+            eviction_batch,
+            closed: AtomicBool::new(false),
+            writer: Mutex::new(None),
+        });
+        if config.background_writer {
+            *manager.writer.lock() = Some(BackgroundWriter::start(&manager));
+        }
+        Ok(manager)
+    }
+
+    pub(crate) fn page_size(&self) -> usize {
+        self.pool.page_size()
+    }
+
+    pub(crate) fn frame_count(&self) -> u32 {
+        self.pool.frame_count()
+    }
+
+    pub(crate) fn frame(&self, id: FrameId) -> &Frame {
+        self.pool.frame(id)
+    }
+
+    pub(crate) fn page(&self, id: FrameId) -> PageView<'_> {
+        self.pool.page(id)
+    }
+
+    pub(crate) fn page_mut<'a>(
+        &'a self,
+        id: FrameId,
+        guard: &'a ExclusiveGuard<'a>,
+    ) -> PageMut<'a> {
+        self.pool.page_mut(id, guard)
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    pub(crate) fn io_mode(&self) -> IoMode {
+        self.storage.mode()
+    }
+
+    /// Sums the per-thread counters.
+    pub(crate) fn counters(&self) -> [u64; COUNTER_COUNT] {
+        self.epochs.counter_totals()
+    }
+
+    pub(crate) fn count(&self, counter: Counter, amount: u64) {
+        self.epochs.local_slot().count(counter, amount);
+    }
+
+    /// Frames holding a page (hot or cooling).
+    pub(crate) fn frames_in_use(&self) -> usize {
+        let touched = self.fresh.load(Ordering::Acquire);
+        (0..touched)
+            .filter(|&id| self.frame(id).state() != FrameState::Free)
+            .count()
+    }
+
+    /// Runs `attempt` until it succeeds, inside an epoch each time, resolving its restarts:
+    /// bringing pages in, freeing frames, and after repeated conflicts switching it to
+    /// pessimistic latching. This is the only loop in which buffer-managed operations run.
+    pub(crate) fn run<T>(&self, mut attempt: impl FnMut(LatchMode) -> Attempt<T>) -> Result<T> {
+        let mut conflicts = 0u32;
+        loop {
+            let outcome = {
+                let guard = self.epochs.pin();
+                if self.closed.load(Ordering::Relaxed) {
+                    return Err(Error::Closed);
+                }
+                let mode = if conflicts < OPTIMISTIC_ATTEMPTS {
+                    LatchMode::Optimistic
+                } else {
+                    LatchMode::Pessimistic
+                };
+                let outcome = attempt(mode);
+                if matches!(outcome, Err(Restart::Conflict)) {
+                    guard.slot().count(Counter::Restarts, 1);
+                }
+                outcome
+            };
+            match outcome {
+                Ok(value) => return Ok(value),
+                Err(Restart::Conflict) => {
+                    conflicts += 1;
+                    if conflicts == OPTIMISTIC_ATTEMPTS {
+                        self.count(Counter::PessimisticFallbacks, 1);
+                    }
+                    if conflicts.is_multiple_of(4) {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                Err(Restart::NeedFrames) => {
+                    let frame = self.obtain_frame()?;
+                    self.free_frames.lock().push(frame);
+                }
+                Err(Restart::Swizzle {
+                    frame,
+                    version,
+                    offset,
+                    page_id,
+                }) => self.resolve_swip(frame, version, offset as usize, page_id)?,
+                Err(Restart::Corrupt { page_id }) => {
+                    return Err(Error::corruption(page_id, "malformed B-tree node"))
+                }
+            }
+        }
+    }
+
+    /// A new, empty page of `page_type` whose swip will live in frame `parent` (`None` for a
+    /// root), exclusively latched, hot and dirty. Inside `run` only.
+    pub(crate) fn allocate_page(
+        &self,
+        page_type: PageType,
+        parent: Option<FrameId>,
+    ) -> Attempt<(FrameId, ExclusiveGuard<'_>)> {
+        debug_assert!(self.epochs.is_pinned());
+        let frame = self
+            .epochs
+            .reuse_retired()
+            .or_else(|| self.pop_free_frame())
+            .ok_or(Restart::NeedFrames)?;
+        let page_id = self.page_ids.lock().allocate();
+        let header = self.frame(frame);
+        // SAFETY: the frame came from the free list or this thread's retired cache and is
+        // reachable from nowhere until the caller links it into a parent.
+        let bytes = unsafe { self.pool.page_bytes_unpublished(frame) };
+        bytes.fill(0);
+        page_format::init_header(bytes, page_type, page_id);
+        let guard = header
+            .latch
+            .try_lock_exclusive()
+            .expect("a free frame is latched by no one");
+        header.set_page_id(&guard, page_id);
+        header.set_parent(parent);
+        header.set_dirty(true);
+        header.set_state(FrameState::Hot);
+        Ok((frame, guard))
+    }
+
+    /// Deletes the page in `frame` (removed from its parent by the caller): its page id becomes
+    /// free and the frame is reused once no reader can see it any more.
+    pub(crate) fn delete_page(&self, frame: FrameId, guard: ExclusiveGuard<'_>) {
+        let header = self.frame(frame);
+        debug_assert_eq!(header.state(), FrameState::Hot);
+        let page_id = header.page_id();
+        header.set_page_id(&guard, NO_PAGE);
+        header.set_state(FrameState::Free);
+        header.set_dirty(false);
+        header.set_parent(None);
+        drop(guard);
+        self.page_ids.lock().free(page_id);
+        self.epochs.retire(frame);
+    }
+
+    /// Brings in the page `page_id` for a tree root: hot, no parent, never unswizzled. Each
+    /// root is loaded once per open database (the caller keeps it), so no other copy exists.
+    pub(crate) fn load_root(&self, page_id: u64) -> Result<FrameId> {
+        loop {
+            let read = self.cooling.lock().start_read(page_id);
+            self.complete_read(page_id, &read)?;
+            let mut stage = self.cooling.lock();
+            if let Some(frame) = stage.lookup(page_id) {
+                stage.remove(&self.pool, frame, page_id);
+                drop(stage);
+                let header = self.frame(frame);
+                header.set_parent(None);
+                header.set_state(FrameState::Hot);
+                return Ok(frame);
+            }
+        }
+    }
+
+    /// Handles `Restart::Swizzle`: swizzles the swip at `offset` in frame `parent` if that
+    /// frame still shows `version`, taking the page from the cooling stage, waiting for a read
+    /// in flight, or reading it. If anything moved meanwhile, the restarted operation simply
+    /// finds the new state.
+    ///
+    /// A read is only started while the parent is latched and its swip still unswizzled: a
+    /// page has one swip, so it is then certainly not hot, and no second copy can be loaded.
+    fn resolve_swip(
+        &self,
+        parent: FrameId,
+        version: u64,
+        offset: usize,
+        page_id: u64,
+    ) -> Result<()> {
+        let parent_header = self.frame(parent);
+        let Ok(guard) = parent_header.latch.try_upgrade(version) else {
+            return Ok(());
+        };
+        if parent_header.state() != FrameState::Hot {
+            return Ok(());
+        }
+        let Some(swip) = self.page(parent).swip(offset) else {
+            return Ok(());
+        };
+        if swip.word() != Swip::unswizzled_word(page_id) {
+            return Ok(());
+        }
+        let mut stage = self.cooling.lock();
+        if let Some(frame) = stage.lookup(page_id) {
+            stage.remove(&self.pool, frame, page_id);
+            drop(stage);
+            let header = self.frame(frame);
+            if header.cooling_epoch.load(Ordering::Relaxed) != 0 {
+                self.count(Counter::CoolingHits, 1);
+            }
+            header.set_parent(Some(parent));
+            header.set_state(FrameState::Hot);
+            self.page_mut(parent, &guard)
+                .set_swip(offset, Swip::swizzled(frame));
+            return Ok(());
+        }
+        if let Some(read) = stage.in_flight(page_id) {
+            drop((stage, guard));
+            self.count(Counter::ReadWaits, 1);
+            read.wait();
+            return Ok(());
+        }
+        let read = stage.start_read(page_id);
+        drop((stage, guard));
+        self.complete_read(page_id, &read)
+    }
+
+    /// Performs the read registered as `read`: loads the page into the cooling stage (where
+    /// the restarted operation will swizzle it), then releases the threads waiting on it.
+    fn complete_read(&self, page_id: u64, read: &InFlightRead) -> Result<()> {
+        debug_assert!(!self.epochs.is_pinned(), "no I/O inside an epoch");
+        let loaded = self.read_page(page_id);
+        let mut stage = self.cooling.lock();
+        stage.end_read(page_id);
+        if let Ok(frame) = loaded {
+            stage.push_newest(&self.pool, frame, page_id);
+        }
+        drop(stage);
+        read.finish();
+        loaded.map(drop)
+    }
+
+    /// Reads page `page_id` into a free frame, verifies it and returns the frame, latched by
+    /// no one and in no table yet.
+    fn read_page(&self, page_id: u64) -> Result<FrameId> {
+        if !self.page_ids.lock().is_allocated(page_id) {
+            return Err(Error::corruption(
+                page_id,
+                "referenced page lies beyond the end of the page file",
+            ));
+        }
+        let frame = self.obtain_frame()?;
+        // SAFETY: the frame was just taken from the free list and is published (pushed into
+        // the cooling stage) only after this slice is dead.
+        let bytes = unsafe { self.pool.page_bytes_unpublished(frame) };
+        let offset = page_id * self.page_size() as u64;
+        let checked = match self.storage.read_at(bytes, offset) {
+            Ok(()) => page_format::verify(bytes, page_id)
+                .map_err(|reason| Error::corruption(page_id, reason)),
+            Err(error) => Err(Error::io("reading a page", error)),
+        };
+        if let Err(error) = checked {
+            self.free_frames.lock().push(frame);
+            return Err(error);
+        }
+        self.count(Counter::PageReads, 1);
+        let header = self.frame(frame);
+        let guard = header.latch.lock_exclusive();
+        header.set_page_id(&guard, page_id);
+        header.set_parent(None);
+        header.set_dirty(false);
+        header.cooling_epoch.store(0, Ordering::Relaxed);
+        header.set_state(FrameState::Cooling);
+        Ok(frame)
+    }
+
+    fn pop_free_frame(&self) -> Option<FrameId> {
+        if let Some(frame) = self.free_frames.lock().pop() {
+            return Some(frame);
+        }
+        self.fresh
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |fresh| {
+                (fresh < self.frame_count()).then_some(fresh + 1)
+            })
+            .ok()
+    }
+
+    /// A free frame for this thread, evicting as needed. Outside any epoch, no latches held.
+    fn obtain_frame(&self) -> Result<FrameId> {
+        debug_assert!(
+            !self.epochs.is_pinned(),
+            "eviction inside an epoch could wait on itself"
+        );
+        for round in 0..MAX_EVICTION_ROUNDS {
+            if let Some(frame) = self.pop_free_frame() {
+                return Ok(frame);
+            }
+            self.evict_batch()?;
+            if round > 8 {
+                std::thread::yield_now();
+            }
+        }
+        Err(Error::PoolExhausted {
+            frames: self.frame_count() as usize,
+        })
+    }
+
+    /// One round of replacement: reclaim retired frames, keep the cooling stage filled, and
+    /// free frames from its old end (writing dirty ones first).
+    fn evict_batch(&self) -> Result<()> {
+        let bound = self.epochs.reclaim_bound();
+        let reclaimed = self.epochs.reclaim_orphans(bound);
+        if !reclaimed.is_empty() {
+            self.free_frames.lock().extend(reclaimed);
+            return Ok(());
+        }
+        let cooling = self.cooling.lock().len();
+        if cooling < self.cooling_target {
+            self.cool_random_pages(self.cooling_target - cooling);
+        }
+        let mut freed = Vec::with_capacity(self.eviction_batch);
+        let mut dirty = Vec::new();
+        let mut too_young = false;
+        {
+            let mut stage = self.cooling.lock();
+            let bound = self.epochs.reclaim_bound();
+            for frame in stage.oldest_frames(&self.pool, self.eviction_batch * 4) {
+                let header = self.frame(frame);
+                if header.is_dirty() {
+                    dirty.push(frame);
+                    continue;
+                }
+                if header.cooling_epoch.load(Ordering::Relaxed) >= bound {
+                    too_young = true;
+                    continue;
+                }
+                let Some(guard) = header.latch.try_lock_exclusive() else {
+                    continue;
+                };
+                if header.is_dirty() || header.is_writing() {
+                    continue;
+                }
+                stage.remove(&self.pool, frame, header.page_id());
+                header.set_page_id(&guard, NO_PAGE);
+                header.set_parent(None);
+                header.set_state(FrameState::Free);
+                freed.push(frame);
+                if freed.len() == self.eviction_batch {
+                    break;
+                }
+            }
+        }
+        if too_young && freed.is_empty() {
+            self.epochs.advance();
+        }
+        if !freed.is_empty() {
+            self.count(Counter::Evictions, freed.len() as u64);
+            self.free_frames.lock().extend(freed);
+        } else if !dirty.is_empty() {
+            for &frame in dirty.iter().take(self.eviction_batch) {
+                self.write_back(frame, false)?;
+            }
+        }
+        if !dirty.is_empty() {
+            if let Some(writer) = self.writer.lock().as_ref() {
+                writer.wake();
+            }
+        }
+        Ok(())
+    }
+
+    /// Unswizzles up to `wanted` random hot pages into the cooling stage.
+    fn cool_random_pages(&self, wanted: usize) {
+        let touched = self.fresh.load(Ordering::Acquire);
+        if touched == 0 {
+            return;
+        }
+        let mut cooled = 0;
+        for _ in 0..wanted * 8 {
+            if cooled == wanted {
+                break;
+            }
+            if self.try_unswizzle(fastrand::u32(..touched)) {
+                cooled += 1;
+            }
+        }
+    }
+
+    /// Tries to move the page in frame `start`, or a swizzled descendant of it, from hot to
+    /// cooling. Only non-blocking latch attempts: contended candidates are simply skipped.
+    fn try_unswizzle(&self, start: FrameId) -> bool {
+        let mut candidate = start;
+        for _ in 0..MAX_DEPTH {
+            let header = self.frame(candidate);
+            let Some(_shared) = header.latch.try_lock_shared() else {
+                return false;
+            };
+            if header.state() != FrameState::Hot {
+                return false;
+            }
+            match self.swizzled_child(candidate) {
+                Some(child) => candidate = child,
+                None => break,
+            }
+        }
+        let header = self.frame(candidate);
+        let Some(parent) = header.parent() else {
+            return false; // roots stay hot
+        };
+        let parent_header = self.frame(parent);
+        let Some(parent_guard) = parent_header.latch.try_lock_exclusive() else {
+            return false;
+        };
+        if parent_header.state() != FrameState::Hot {
+            return false;
+        }
+        let Some(guard) = header.latch.try_lock_exclusive() else {
+            return false;
+        };
+        if header.state() != FrameState::Hot
+            || header.parent() != Some(parent)
+            || self.swizzled_child(candidate).is_some()
+        {
+            return false;
+        }
+        let Some(offset) = self.find_child_swip(parent, candidate) else {
+            debug_assert!(false, "frame {candidate} not found in its parent {parent}");
+            return false;
+        };
+        let page_id = header.page_id();
+        let mut stage = self.cooling.lock();
+        header
+            .cooling_epoch
+            .store(self.epochs.current(), Ordering::Relaxed);
+        header.set_state(FrameState::Cooling);
+        self.page_mut(parent, &parent_guard)
+            .set_swip(offset, Swip::unswizzled(page_id));
+        stage.push_newest(&self.pool, candidate, page_id);
+        drop(stage);
+        drop(guard);
+        self.count(Counter::Unswizzles, 1);
+        true
+    }
+
+    fn child_iterator(&self, page: PageView<'_>) -> Option<ChildIterator> {
+        let page_type = page_format::page_type(page.all())?;
+        self.child_iterators[page_type as usize]
+    }
+
+    /// Some swizzled child of the page in `frame` (caller holds a latch on it).
+    fn swizzled_child(&self, frame: FrameId) -> Option<FrameId> {
+        let page = self.page(frame);
+        let iterate = self.child_iterator(page)?;
+        let mut found = None;
+        iterate(page, &mut |offset| {
+            if let Some(SwipTarget::Frame(child)) =
+                page.swip(offset).and_then(|s| s.target(self.frame_count()))
+            {
+                found = Some(child);
+            }
+            found.is_none()
+        });
+        found
+    }
+
+    /// Offset of the swip in `parent` that points to frame `child`.
+    fn find_child_swip(&self, parent: FrameId, child: FrameId) -> Option<usize> {
+        let page = self.page(parent);
+        let iterate = self.child_iterator(page)?;
+        let wanted = Swip::swizzled_word(child);
+        let mut found = None;
+        iterate(page, &mut |offset| {
+            if page.swip(offset).is_some_and(|s| s.word() == wanted) {
+                found = Some(offset);
+            }
+            found.is_none()
+        });
+        found
+    }
+
+    /// Writes the page in `frame` if it is dirty. A consistent copy is taken under a shared
+    /// latch (`wait` decides whether to wait for it); swizzled swips in the copy are replaced
+    /// by page ids; the dirty flag is cleared only if nothing changed since the copy.
+    pub(crate) fn write_back(&self, frame: FrameId, wait: bool) -> Result<bool> {
+        let header = self.frame(frame);
+        while !header.try_start_writing() {
+            if !wait {
+                return Ok(false);
+            }
+            std::thread::yield_now();
+        }
+        let written = self.write_back_claimed(frame, wait);
+        header.finish_writing();
+        written
+    }
+
+    /// `write_back` for a caller that holds the frame's `writing` claim.
+    fn write_back_claimed(&self, frame: FrameId, wait: bool) -> Result<bool> {
+        let header = self.frame(frame);
+        let shared = if wait {
+            header.latch.lock_shared()
+        } else {
+            match header.latch.try_lock_shared() {
+                Some(shared) => shared,
+                None => return Ok(false),
+            }
+        };
+        if header.state() == FrameState::Free || !header.is_dirty() {
+            return Ok(false);
+        }
+        let page_id = header.page_id();
+        let version = shared.version();
+        let mut image = AlignedBuf::new(self.page_size());
+        image.copy_from_slice(self.page(frame).all());
+        self.unswizzle_image(&mut image);
+        drop(shared);
+        page_format::seal(&mut image, page_id);
+        self.storage
+            .write_at(&image, page_id * self.page_size() as u64)
+            .map_err(|e| Error::io("writing a page", e))?;
+        self.count(Counter::PageWrites, 1);
+        if let Some(shared) = header.latch.try_lock_shared() {
+            if header.page_id() == page_id && shared.version() == version {
+                header.set_dirty(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Replaces every swizzled swip in a page image by the page id of its target, so that no
+    /// frame index ever reaches the disk. The image's source frame is latched by the caller,
+    /// which keeps its children in place.
+    fn unswizzle_image(&self, image: &mut [u8]) {
+        let Some(iterate) = self.child_iterator(PageView::from_slice(image)) else {
+            return;
+        };
+        let mut replacements = Vec::new();
+        iterate(PageView::from_slice(image), &mut |offset| {
+            let word = PageView::from_slice(image).u64(offset);
+            if let Some(SwipTarget::Frame(child)) = Swip::decode(word, self.frame_count()) {
+                replacements.push((offset, self.frame(child).page_id()));
+            }
+            true
+        });
+        let mut page = PageMut::from_slice(image);
+        for (offset, page_id) in replacements {
+            page.set_u64(offset, Swip::unswizzled_word(page_id));
+        }
+    }
+
+    /// Writes dirty cooling pages from the old end of the FIFO (the background writer's
+    /// work). Returns how many were written.
+    pub(crate) fn write_cooling_pages(&self, limit: usize) -> usize {
+        let candidates = {
+            let stage = self.cooling.lock();
+            stage.oldest_frames(&self.pool, self.cooling_target)
+        };
+        let mut written = 0;
+        for frame in candidates {
+            if written == limit {
+                break;
+            }
+            if self.frame(frame).is_dirty() && matches!(self.write_back(frame, false), Ok(true)) {
+                written += 1;
+            }
+        }
+        self.count(Counter::BackgroundWrites, written as u64);
+        written
+    }
+
+    /// Writes every dirty page and syncs the storage.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let touched = self.fresh.load(Ordering::Acquire);
+        for frame in 0..touched {
+            if self.frame(frame).is_dirty() {
+                self.write_back(frame, true)?;
+            }
+        }
+        self.storage
+            .sync()
+            .map_err(|e| Error::io("syncing the page file", e))
+    }
+
+    /// Page count (allocation high-water mark) and a copy of the free page list.
+    pub(crate) fn page_allocation(&self) -> (u64, Vec<u64>) {
+        let ids = self.page_ids.lock();
+        (ids.page_count(), ids.free_pages().to_vec())
+    }
+
+    /// Stops new operations, waits for running ones, stops the background writer and writes
+    /// every dirty page. Later operations return `Error::Closed`.
+    pub(crate) fn shut_down(&self) -> Result<()> {
+        self.closed.store(true, Ordering::SeqCst);
+        while !self.epochs.all_idle() {
+            std::thread::yield_now();
+        }
+        if let Some(writer) = self.writer.lock().take() {
+            writer.stop();
+        }
+        self.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests;

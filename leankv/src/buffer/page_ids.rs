@@ -1,0 +1,186 @@
+//! Page id allocation: the high-water mark of the page file and the list of freed pages, and
+//! how that list is kept on disk (a chain of free-list pages, written at flush and close).
+//!
+//! On disk the free list is a chain of pages of type `FreeList`, themselves free pages: each
+//! holds the id of the next chain page and as many free page ids as fit. The chain's first page
+//! and total length are in the superblock.
+//!
+//! Invariant: a page id is either below the high-water mark and in use, below it and in the
+//! free list, or not yet allocated; never two of these.
+
+use crate::error::{Error, Result};
+use crate::io::page::{self as page_format, PageType, PAGE_HEADER_SIZE};
+use crate::io::{AlignedBuf, Storage};
+
+const NEXT_OFFSET: usize = PAGE_HEADER_SIZE;
+const COUNT_OFFSET: usize = PAGE_HEADER_SIZE + 8;
+const IDS_OFFSET: usize = PAGE_HEADER_SIZE + 16;
+
+pub(crate) struct PageIds {
+    /// Next never-used page id (page 0 is the superblock).
+    next: u64,
+    free: Vec<u64>,
+}
+
+impl PageIds {
+    pub(crate) fn new(page_count: u64, free: Vec<u64>) -> Self {
+        PageIds {
+            next: page_count.max(1),
+            free,
+        }
+    }
+
+    pub(crate) fn allocate(&mut self) -> u64 {
+        self.free.pop().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    pub(crate) fn free(&mut self, page_id: u64) {
+        debug_assert!(self.is_allocated(page_id));
+        debug_assert!(!self.free.contains(&page_id), "page {page_id} freed twice");
+        self.free.push(page_id);
+    }
+
+    pub(crate) fn is_allocated(&self, page_id: u64) -> bool {
+        page_id > 0 && page_id < self.next
+    }
+
+    pub(crate) fn page_count(&self) -> u64 {
+        self.next
+    }
+
+    pub(crate) fn free_pages(&self) -> &[u64] {
+        &self.free
+    }
+}
+
+fn ids_per_page(page_size: usize) -> usize {
+    (page_size - IDS_OFFSET) / 8
+}
+
+/// Writes `free` as a chain of free-list pages taken from `free` itself; returns the first
+/// page of the chain (0 when the list is empty).
+pub(crate) fn save_free_list(storage: &dyn Storage, page_size: usize, free: &[u64]) -> Result<u64> {
+    let per_page = ids_per_page(page_size);
+    // Every chain page stores up to `per_page` ids of the pages that follow it in `free`.
+    let mut head = 0u64;
+    let mut chunks: Vec<&[u64]> = Vec::new();
+    let mut rest = free;
+    while let Some((_, tail)) = rest.split_first() {
+        let take = tail.len().min(per_page);
+        chunks.push(&rest[..1 + take]);
+        rest = &tail[take..];
+    }
+    let mut page = AlignedBuf::new(page_size);
+    for chunk in chunks.iter().rev() {
+        let (trunk, ids) = chunk.split_first().expect("chunks are non-empty");
+        page.fill(0);
+        page_format::init_header(&mut page, PageType::FreeList, *trunk);
+        page[NEXT_OFFSET..NEXT_OFFSET + 8].copy_from_slice(&head.to_le_bytes());
+        page[COUNT_OFFSET..COUNT_OFFSET + 4].copy_from_slice(&(ids.len() as u32).to_le_bytes());
+        for (i, id) in ids.iter().enumerate() {
+            let at = IDS_OFFSET + 8 * i;
+            page[at..at + 8].copy_from_slice(&id.to_le_bytes());
+        }
+        page_format::seal(&mut page, *trunk);
+        storage
+            .write_at(&page, trunk * page_size as u64)
+            .map_err(|e| Error::io("writing the free-page list", e))?;
+        head = *trunk;
+    }
+    Ok(head)
+}
+
+/// Reads the free-list chain starting at `head`, which must hold `expected` ids in all.
+pub(crate) fn load_free_list(
+    storage: &dyn Storage,
+    page_size: usize,
+    head: u64,
+    expected: u64,
+    page_count: u64,
+) -> Result<Vec<u64>> {
+    let mut free = Vec::with_capacity(expected as usize);
+    let mut page = AlignedBuf::new(page_size);
+    let mut next = head;
+    while next != 0 {
+        if free.len() as u64 >= expected || next >= page_count {
+            return Err(Error::corruption(
+                next,
+                "free-page list longer than recorded",
+            ));
+        }
+        storage
+            .read_at(&mut page, next * page_size as u64)
+            .map_err(|e| Error::io("reading the free-page list", e))?;
+        match page_format::verify(&page, next) {
+            Ok(PageType::FreeList) => {}
+            Ok(other) => {
+                return Err(Error::corruption(
+                    next,
+                    format!("expected a free-list page, found {other:?}"),
+                ))
+            }
+            Err(reason) => return Err(Error::corruption(next, reason)),
+        }
+        free.push(next);
+        let count = u32::from_le_bytes(page[COUNT_OFFSET..COUNT_OFFSET + 4].try_into().unwrap());
+        if count as usize > ids_per_page(page_size) {
+            return Err(Error::corruption(next, "free-list page count out of range"));
+        }
+        for i in 0..count as usize {
+            let at = IDS_OFFSET + 8 * i;
+            let id = u64::from_le_bytes(page[at..at + 8].try_into().unwrap());
+            if id == 0 || id >= page_count {
+                return Err(Error::corruption(
+                    next,
+                    format!("free page id {id} out of range"),
+                ));
+            }
+            free.push(id);
+        }
+        next = u64::from_le_bytes(page[NEXT_OFFSET..NEXT_OFFSET + 8].try_into().unwrap());
+    }
+    if free.len() as u64 != expected {
+        return Err(Error::corruption(
+            head,
+            format!(
+                "free-page list holds {} pages, superblock says {expected}",
+                free.len()
+            ),
+        ));
+    }
+    Ok(free)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::MemoryStorage;
+
+    #[test]
+    fn free_list_roundtrips_through_a_chain_of_its_own_pages() {
+        let storage = MemoryStorage::new();
+        let page_size = 4096;
+        for len in [0usize, 1, 2, 500, 510, 511, 512, 2000] {
+            let free: Vec<u64> = (0..len as u64).map(|i| 10 + i * 3).collect();
+            let page_count = 10 + 3 * len as u64 + 1;
+            let head = save_free_list(&storage, page_size, &free).unwrap();
+            let mut loaded =
+                load_free_list(&storage, page_size, head, free.len() as u64, page_count).unwrap();
+            loaded.sort_unstable();
+            assert_eq!(loaded, free, "length {len}");
+        }
+    }
+
+    #[test]
+    fn allocation_prefers_freed_pages() {
+        let mut ids = PageIds::new(5, vec![2]);
+        assert_eq!(ids.allocate(), 2);
+        assert_eq!(ids.allocate(), 5);
+        ids.free(3);
+        assert_eq!(ids.allocate(), 3);
+        assert!(ids.is_allocated(5) && !ids.is_allocated(6) && !ids.is_allocated(0));
+    }
+}

@@ -1,0 +1,263 @@
+//! The pool: one anonymous memory mapping holding every buffer frame.
+//!
+//! Frame `i` starts at `base + i * stride` with `stride = FRAME_HEADER_AREA + page_size`: first
+//! the frame header (latch, page id, state, parent link, ...), then, at a 512-byte boundary,
+//! the page bytes. Interleaving header and page keeps them close in memory and spreads headers
+//! over cache sets (paper §IV-I); the 512-byte alignment lets the page bytes be the target of
+//! direct I/O without a bounce buffer.
+//!
+//! Invariants: the mapping lives as long as the pool, frames are never moved, and a frame index
+//! is checked against the frame count before any address is formed, so even an index read from
+//! torn data cannot point outside the pool. The mapping is zero-filled by the kernel, and an
+//! all-zero header is a valid free frame, so untouched frames cost no memory until first used.
+
+use super::page::{PageMut, PageView};
+use crate::sync::{ExclusiveGuard, HybridLatch};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// Bytes reserved in front of each page for the frame header (and alignment padding).
+pub(crate) const FRAME_HEADER_AREA: usize = 512;
+
+/// Index of a frame in the pool.
+pub(crate) type FrameId = u32;
+/// `parent` value of a frame that has no parent frame (a tree root, or not linked).
+pub(crate) const NO_PARENT: u32 = 0;
+/// `page_id` value of a frame that holds no page (page 0 is the superblock, never pooled).
+pub(crate) const NO_PAGE: u64 = 0;
+
+/// Life-cycle state of a frame (paper Fig. 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum FrameState {
+    /// Holds no page; on the free list, a thread's retired cache, or never used.
+    Free = 0,
+    /// Reached through a swizzled swip.
+    Hot = 1,
+    /// Swip unswizzled, page still here, in the cooling FIFO (or just loaded, awaiting swizzle).
+    Cooling = 2,
+}
+
+/// The header of a frame. All fields are atomics: they are read without latches by the
+/// replacement code and the background writer, which then confirm what they read under the
+/// latch or the cooling-stage mutex.
+#[repr(C, align(64))]
+pub(crate) struct Frame {
+    pub(crate) latch: HybridLatch,
+    /// Changes only under this frame's exclusive latch.
+    page_id: AtomicU64,
+    /// Global epoch when the page was unswizzled (cooling pages only).
+    pub(crate) cooling_epoch: AtomicU64,
+    /// Frame id + 1 of the frame whose page holds this page's swip; `NO_PARENT` for roots.
+    parent: AtomicU32,
+    /// Intrusive links of the cooling FIFO, guarded by the cooling-stage mutex.
+    pub(crate) fifo_prev: AtomicU32,
+    pub(crate) fifo_next: AtomicU32,
+    state: AtomicU8,
+    dirty: AtomicBool,
+    /// Set while a write-back of this frame is in progress: at most one at a time, so that
+    /// an older image can never land on disk after a newer one.
+    writing: AtomicBool,
+}
+
+const _: () = assert!(std::mem::size_of::<Frame>() <= FRAME_HEADER_AREA);
+
+impl Frame {
+    pub(crate) fn page_id(&self) -> u64 {
+        self.page_id.load(Ordering::Acquire)
+    }
+
+    /// Caller holds the exclusive latch (debug-checked by the guard argument).
+    pub(crate) fn set_page_id(&self, _guard: &ExclusiveGuard<'_>, page_id: u64) {
+        self.page_id.store(page_id, Ordering::Release);
+    }
+
+    pub(crate) fn state(&self) -> FrameState {
+        match self.state.load(Ordering::Acquire) {
+            1 => FrameState::Hot,
+            2 => FrameState::Cooling,
+            _ => FrameState::Free,
+        }
+    }
+
+    pub(crate) fn set_state(&self, state: FrameState) {
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_dirty(&self, dirty: bool) {
+        self.dirty.store(dirty, Ordering::Release);
+    }
+
+    /// Claims the right to write this frame back; false if a write-back is in progress.
+    pub(crate) fn try_start_writing(&self) -> bool {
+        self.writing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    pub(crate) fn finish_writing(&self) {
+        self.writing.store(false, Ordering::Release);
+    }
+
+    pub(crate) fn is_writing(&self) -> bool {
+        self.writing.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn parent(&self) -> Option<FrameId> {
+        match self.parent.load(Ordering::Acquire) {
+            NO_PARENT => None,
+            link => Some(link - 1),
+        }
+    }
+
+    pub(crate) fn set_parent(&self, parent: Option<FrameId>) {
+        self.parent
+            .store(parent.map_or(NO_PARENT, |p| p + 1), Ordering::Release);
+    }
+}
+
+/// The memory of all frames.
+pub(crate) struct Pool {
+    base: *mut u8,
+    mapping_len: usize,
+    stride: usize,
+    page_size: usize,
+    frames: u32,
+}
+
+// SAFETY: the pool only hands out shared references to frame headers (all atomics) and page
+// views whose access discipline (latches) is enforced by their users; the raw base pointer is
+// never used to create aliasing `&mut`.
+unsafe impl Send for Pool {}
+// SAFETY: see `Send`; concurrent access goes through atomics and latches.
+unsafe impl Sync for Pool {}
+
+impl Pool {
+    /// Maps `frames` frames of `page_size` bytes; `prefault` touches all memory up front.
+    pub(crate) fn new(frames: u32, page_size: usize, prefault: bool) -> std::io::Result<Pool> {
+        debug_assert!(page_size.is_power_of_two() && page_size >= 4096);
+        let stride = FRAME_HEADER_AREA + page_size;
+        let mapping_len = stride * frames as usize;
+        let flags = libc::MAP_PRIVATE
+            | libc::MAP_ANONYMOUS
+            | libc::MAP_NORESERVE
+            | if prefault { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
+        // result is checked for MAP_FAILED below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapping_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Pool {
+            base: base.cast(),
+            mapping_len,
+            stride,
+            page_size,
+            frames,
+        })
+    }
+
+    pub(crate) fn frame_count(&self) -> u32 {
+        self.frames
+    }
+
+    pub(crate) fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The header of frame `id`. Panics on an out-of-range id: callers check ids that come
+    /// from page bytes (see `Swip::decode`) before they get here.
+    #[inline]
+    pub(crate) fn frame(&self, id: FrameId) -> &Frame {
+        assert!(id < self.frames, "frame id {id} out of range");
+        // SAFETY: `id < frames`, so the header lies inside the mapping; the mapping is zeroed
+        // or written only through atomics, and all-zero bytes are a valid `Frame`. The
+        // header area is 64-byte aligned because the mapping is page-aligned and the stride is
+        // a multiple of 512.
+        unsafe { &*self.base.add(id as usize * self.stride).cast::<Frame>() }
+    }
+
+    /// The page bytes of frame `id`, for reading (optimistically or under a latch).
+    #[inline]
+    pub(crate) fn page(&self, id: FrameId) -> PageView<'_> {
+        assert!(id < self.frames, "frame id {id} out of range");
+        // SAFETY: the page bytes of an in-range frame lie inside the mapping, which outlives
+        // the returned view's lifetime (bound to `&self`).
+        unsafe { PageView::from_raw(self.page_ptr(id), self.page_size) }
+    }
+
+    /// The page bytes of frame `id` for writing; the caller proves exclusive access with the
+    /// frame's exclusive guard.
+    #[inline]
+    pub(crate) fn page_mut<'a>(
+        &'a self,
+        id: FrameId,
+        guard: &'a ExclusiveGuard<'a>,
+    ) -> PageMut<'a> {
+        let _ = guard;
+        // SAFETY: as for `page`; exclusive access is held by the caller's guard on this frame.
+        unsafe { PageMut::from_raw(self.page_ptr(id), self.page_size) }
+    }
+
+    /// Page bytes of a frame that no other thread can reach (a frame being loaded or just
+    /// allocated and not yet published): filled by I/O without a latch.
+    ///
+    /// # Safety
+    /// The caller owns frame `id` exclusively: it took it from the free list (or a retired
+    /// cache) and has not yet made it reachable through any swip, table or FIFO, and it drops
+    /// the slice before doing so.
+    #[expect(
+        clippy::mut_from_ref,
+        reason = "frames live in one shared mapping; exclusivity is the caller's contract"
+    )]
+    pub(crate) unsafe fn page_bytes_unpublished(&self, id: FrameId) -> &mut [u8] {
+        assert!(id < self.frames, "frame id {id} out of range");
+        // SAFETY: in range (checked above); exclusive per the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.page_ptr(id), self.page_size) }
+    }
+
+    fn page_ptr(&self, id: FrameId) -> *mut u8 {
+        // SAFETY: `id < frames` is checked by every caller; the offset stays inside the mapping.
+        unsafe { self.base.add(id as usize * self.stride + FRAME_HEADER_AREA) }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`mapping_len` are exactly what mmap returned, and no reference into
+        // the pool outlives it (frames are only reached through `&Pool`).
+        unsafe {
+            libc::munmap(self.base.cast(), self.mapping_len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_interleaved_and_pages_aligned_for_direct_io() {
+        let pool = Pool::new(8, 16384, false).unwrap();
+        for id in 0..8 {
+            let header = pool.frame(id) as *const Frame as usize;
+            let page = pool.page(id).as_ptr() as usize;
+            assert_eq!(page - header, FRAME_HEADER_AREA);
+            assert_eq!(page % crate::io::IO_ALIGNMENT, 0);
+            assert_eq!(pool.frame(id).state(), FrameState::Free);
+            assert_eq!(pool.frame(id).parent(), None);
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Names of the buffer manager's per-thread event counters (summed into `crate::Stats`).
+
+/// An event the buffer manager counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Counter {
+    /// Pages read from storage.
+    PageReads,
+    /// Pages written to storage.
+    PageWrites,
+    /// Frames taken from the cooling stage for reuse.
+    Evictions,
+    /// Hot pages unswizzled into the cooling stage.
+    Unswizzles,
+    /// Cooling pages swizzled again without I/O.
+    CoolingHits,
+    /// Optimistic operations restarted after a failed validation.
+    Restarts,
+    /// Operations that fell back to pessimistic latching.
+    PessimisticFallbacks,
+    /// Pages written by the background writer (included in `PageWrites`).
+    BackgroundWrites,
+    /// Threads that waited for another thread's read of the same page.
+    ReadWaits,
+}
+
+pub(crate) const COUNTER_COUNT: usize = 9;

@@ -1,0 +1,380 @@
+//! Buffer-manager tests on a structure of their own: one root page (type `BTreeInner`, a
+//! count at byte 24 and child swips from byte 32) whose children are leaf pages holding a
+//! page number, a version and a fill pattern derived from both.
+
+use super::*;
+use crate::io::{FaultKind, FaultyStorage, MemoryStorage};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Barrier;
+use std::time::Duration;
+
+const PAGE: usize = 4096;
+const COUNT_AT: usize = 24;
+const SWIPS_AT: usize = 32;
+const PATTERN_AT: usize = 40;
+
+fn children(page: PageView<'_>, visit: &mut dyn FnMut(usize) -> bool) {
+    let count = usize::from(page.u16(COUNT_AT)).min((PAGE - SWIPS_AT) / 8);
+    for index in 0..count {
+        if !visit(SWIPS_AT + 8 * index) {
+            return;
+        }
+    }
+}
+
+fn pattern_byte(child: u64, version: u64) -> u8 {
+    (child.wrapping_mul(31).wrapping_add(version.wrapping_mul(7)) + 1) as u8
+}
+
+struct Fixture {
+    bm: Arc<BufferManager>,
+    root: FrameId,
+}
+
+fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferManager> {
+    let config = BufferConfig {
+        page_size: PAGE,
+        frames,
+        cooling_fraction: 0.1,
+        prefault: false,
+        background_writer: writer,
+    };
+    BufferManager::new(
+        storage,
+        &config,
+        &[(PageType::BTreeInner, children)],
+        1,
+        Vec::new(),
+    )
+    .unwrap()
+}
+
+impl Fixture {
+    fn new(storage: Arc<dyn Storage>, frames: u32, child_count: u64, writer: bool) -> Fixture {
+        let bm = manager(storage, frames, writer);
+        let root = bm
+            .run(|_| Ok(bm.allocate_page(PageType::BTreeInner, None)?.0))
+            .unwrap();
+        let fixture = Fixture { bm, root };
+        for child in 0..child_count {
+            fixture.add_child(child).unwrap();
+        }
+        fixture
+    }
+
+    fn add_child(&self, child: u64) -> Result<()> {
+        let bm = &self.bm;
+        bm.run(|_| {
+            let (frame, guard) = bm.allocate_page(PageType::BTreeLeaf, Some(self.root))?;
+            write_payload(&mut bm.page_mut(frame, &guard), child, 0);
+            drop(guard);
+            let root_guard = bm.frame(self.root).latch.lock_exclusive();
+            let mut root = bm.page_mut(self.root, &root_guard);
+            let count = root.view().u16(COUNT_AT);
+            root.set_u64(
+                SWIPS_AT + 8 * usize::from(count),
+                Swip::swizzled_word(frame),
+            );
+            root.set_u16(COUNT_AT, count + 1);
+            bm.frame(self.root).set_dirty(true);
+            Ok(())
+        })
+    }
+
+    /// Reads child `index`, checking its pattern; returns its version. With `write`, bumps
+    /// the version under the exclusive latch.
+    fn access(&self, index: u64, write: bool) -> Result<u64> {
+        let bm = &self.bm;
+        bm.run(|_| {
+            let root_latch = &bm.frame(self.root).latch;
+            let root_version = root_latch.optimistic()?;
+            let offset = SWIPS_AT + 8 * index as usize;
+            let word = bm.page(self.root).u64(offset);
+            root_latch.validate(root_version)?;
+            let frame = match Swip::decode(word, bm.frame_count()) {
+                Some(SwipTarget::Frame(frame)) => frame,
+                Some(SwipTarget::Page(page_id)) => {
+                    return Err(Restart::Swizzle {
+                        frame: self.root,
+                        version: root_version,
+                        offset: offset as u32,
+                        page_id,
+                    })
+                }
+                None => panic!("bad swip"),
+            };
+            let latch = &bm.frame(frame).latch;
+            let version = latch.optimistic()?;
+            root_latch.validate(root_version)?;
+            let page = bm.page(frame);
+            let (child, page_version) = (page.u64(PAGE_HEADER_END), page.u64(PAGE_HEADER_END + 8));
+            let intact = page
+                .bytes(PATTERN_AT, PAGE - PATTERN_AT)
+                .iter()
+                .all(|&b| b == pattern_byte(child, page_version));
+            latch.validate(version)?;
+            assert_eq!(child, index, "child page holds another page's data");
+            assert!(intact, "page {index} pattern damaged");
+            if write {
+                let guard = latch.try_upgrade(version)?;
+                write_payload(&mut bm.page_mut(frame, &guard), index, page_version + 1);
+                bm.frame(frame).set_dirty(true);
+                return Ok(page_version + 1);
+            }
+            Ok(page_version)
+        })
+    }
+
+    fn child_frame(&self, index: u64) -> Option<FrameId> {
+        let word = self.bm.page(self.root).u64(SWIPS_AT + 8 * index as usize);
+        match Swip::decode(word, self.bm.frame_count()) {
+            Some(SwipTarget::Frame(frame)) => Some(frame),
+            _ => None,
+        }
+    }
+
+    fn counter(&self, counter: Counter) -> u64 {
+        self.bm.counters()[counter as usize]
+    }
+
+    /// Unswizzles child `index`, writes it and evicts it, so its next access reads the disk.
+    fn push_out(&self, index: u64) {
+        let frame = self.child_frame(index).expect("child is hot");
+        assert!(self.bm.try_unswizzle(frame));
+        self.bm.write_back(frame, true).unwrap();
+        for _ in 0..100 {
+            if self.bm.frame(frame).state() == FrameState::Free {
+                return;
+            }
+            self.bm.evict_batch().unwrap();
+        }
+        panic!("child {index} was never evicted");
+    }
+}
+
+const PAGE_HEADER_END: usize = page_format::PAGE_HEADER_SIZE;
+
+fn write_payload(page: &mut PageMut<'_>, child: u64, version: u64) {
+    page.set_u64(PAGE_HEADER_END, child);
+    page.set_u64(PAGE_HEADER_END + 8, version);
+    page.set_bytes(
+        PATTERN_AT,
+        &[pattern_byte(child, version); PAGE - PATTERN_AT],
+    );
+}
+
+#[test]
+fn cooling_page_is_swizzled_again_without_io() {
+    let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 2, false);
+    let frame = fixture.child_frame(1).unwrap();
+    assert!(fixture.bm.try_unswizzle(frame));
+    assert_eq!(fixture.bm.frame(frame).state(), FrameState::Cooling);
+    assert_eq!(fixture.child_frame(1), None, "swip is unswizzled");
+    assert_eq!(fixture.access(1, false).unwrap(), 0);
+    assert_eq!(
+        fixture.child_frame(1),
+        Some(frame),
+        "same frame, swizzled again"
+    );
+    assert_eq!(fixture.bm.frame(frame).state(), FrameState::Hot);
+    assert_eq!(fixture.counter(Counter::PageReads), 0);
+    assert_eq!(fixture.counter(Counter::CoolingHits), 1);
+}
+
+#[test]
+fn parents_are_never_unswizzled_before_their_children() {
+    let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 3, false);
+    // The root has no parent; choosing it must pick a child instead, never the root.
+    for _ in 0..3 {
+        assert!(fixture.bm.try_unswizzle(fixture.root));
+    }
+    assert_eq!(fixture.bm.frame(fixture.root).state(), FrameState::Hot);
+    assert!((0..3).all(|i| fixture.child_frame(i).is_none()));
+    assert!(!fixture.bm.try_unswizzle(fixture.root), "roots stay hot");
+}
+
+/// Reads through storage that sleeps, so that all threads fault while the read is in flight.
+struct SlowStorage(MemoryStorage);
+
+impl Storage for SlowStorage {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        std::thread::sleep(Duration::from_millis(50));
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.0.write_at(buf, offset)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn mode(&self) -> IoMode {
+        IoMode::Memory
+    }
+}
+
+#[test]
+fn concurrent_faults_on_one_page_cause_one_read() {
+    let fixture = Arc::new(Fixture::new(
+        Arc::new(SlowStorage(MemoryStorage::new())),
+        32,
+        1,
+        false,
+    ));
+    fixture.push_out(0);
+    let threads = 8;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (fixture, barrier) = (fixture.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                fixture.access(0, false).unwrap()
+            })
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().unwrap(), 0);
+    }
+    assert_eq!(fixture.counter(Counter::PageReads), 1);
+    assert!(fixture.counter(Counter::ReadWaits) >= 1);
+}
+
+#[test]
+fn frame_is_not_reused_while_a_reader_is_inside_its_epoch() {
+    let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 2, false);
+    let frame = fixture.child_frame(0).unwrap();
+    let (entered, wait_entered) = std::sync::mpsc::channel();
+    let (release, wait_release) = std::sync::mpsc::channel::<()>();
+    let epochs = fixture.bm.epochs.clone();
+    let reader = std::thread::spawn(move || {
+        let _inside = epochs.pin();
+        entered.send(()).unwrap();
+        wait_release.recv().unwrap();
+    });
+    wait_entered.recv().unwrap();
+    assert!(fixture.bm.try_unswizzle(frame));
+    fixture.bm.write_back(frame, true).unwrap();
+    for _ in 0..20 {
+        fixture.bm.evict_batch().unwrap();
+        assert_eq!(
+            fixture.bm.frame(frame).state(),
+            FrameState::Cooling,
+            "frame reclaimed under a reader"
+        );
+    }
+    release.send(()).unwrap();
+    reader.join().unwrap();
+    fixture.bm.evict_batch().unwrap();
+    fixture.bm.evict_batch().unwrap();
+    assert_eq!(fixture.bm.frame(frame).state(), FrameState::Free);
+    assert!(fixture.counter(Counter::Evictions) >= 1);
+}
+
+#[test]
+fn read_faults_and_corruption_surface_as_errors() {
+    let memory = Arc::new(MemoryStorage::new());
+    let faulty = Arc::new(FaultyStorage::new(memory.clone()));
+    let fixture = Fixture::new(faulty.clone(), 32, 1, false);
+    fixture.push_out(0);
+    faulty.fail_reads(0, 1, FaultKind::Fail(std::io::ErrorKind::Other));
+    assert!(matches!(fixture.access(0, false), Err(Error::Io { .. })));
+    faulty.fail_reads(0, 1, FaultKind::Short);
+    let short = fixture.access(0, false);
+    assert!(matches!(short, Err(Error::Corruption { .. })), "{short:?}");
+    assert_eq!(
+        fixture.access(0, false).unwrap(),
+        0,
+        "usable after the faults"
+    );
+
+    fixture.push_out(0);
+    let page_id = 2; // the root is page 1, the child page 2
+    let mut byte = [0u8; 1];
+    memory
+        .read_at(&mut byte, page_id * PAGE as u64 + 100)
+        .unwrap();
+    memory
+        .write_at(&[byte[0] ^ 0x40], page_id * PAGE as u64 + 100)
+        .unwrap();
+    match fixture.access(0, false) {
+        Err(Error::Corruption { page_id: bad, .. }) => assert_eq!(bad, page_id),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+#[test]
+fn write_faults_during_eviction_surface_and_heal() {
+    let faulty = Arc::new(FaultyStorage::new(Arc::new(MemoryStorage::new())));
+    let fixture = Fixture::new(faulty.clone(), 32, 30, false);
+    for child in 0..30 {
+        fixture.access(child, true).unwrap();
+    }
+    faulty.fail_writes(0, u64::MAX, FaultKind::NoSpace);
+    // Filling the pool needs eviction of dirty pages, which now cannot be written.
+    let error = (30..60)
+        .find_map(|child| fixture.add_child(child).err())
+        .expect("eviction should have needed a write");
+    match error {
+        Error::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(libc::ENOSPC)),
+        other => panic!("expected ENOSPC, got {other:?}"),
+    }
+    faulty.heal();
+    for child in 0..30 {
+        assert_eq!(
+            fixture.access(child, false).unwrap(),
+            1,
+            "data intact after the faults"
+        );
+    }
+}
+
+/// A pool of a few dozen frames, many more pages, several threads reading and writing: every
+/// page is evicted and reloaded many times, and every read is checked.
+#[test]
+fn stress_small_pool_many_threads() {
+    let pages = 200u64;
+    let fixture = Arc::new(Fixture::new(
+        Arc::new(MemoryStorage::new()),
+        40,
+        pages,
+        true,
+    ));
+    let writes: Arc<Vec<AtomicU64>> = Arc::new((0..pages).map(|_| AtomicU64::new(0)).collect());
+    let operations = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let (fixture, writes, operations) = (&fixture, &writes, &operations);
+            scope.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(thread);
+                for _ in 0..3_000 {
+                    let child = rng.u64(..pages);
+                    let write = rng.u8(..4) == 0;
+                    fixture.access(child, write).unwrap();
+                    if write {
+                        writes[child as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                    operations.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    for child in 0..pages {
+        assert_eq!(
+            fixture.access(child, false).unwrap(),
+            writes[child as usize].load(Ordering::Relaxed),
+            "page {child} lost a write"
+        );
+    }
+    let (reads, evictions) = (
+        fixture.counter(Counter::PageReads),
+        fixture.counter(Counter::Evictions),
+    );
+    assert!(
+        reads > 2 * pages,
+        "only {reads} reads: pages were not evicted and reloaded"
+    );
+    assert!(evictions > 2 * pages, "only {evictions} evictions");
+}

@@ -1,0 +1,95 @@
+//! The background writer (paper §IV-I): one thread that writes dirty pages from the old end of
+//! the cooling FIFO, so that the threads needing frames rarely have to wait for a write.
+//!
+//! It holds only a weak reference to the buffer manager and stops when told to (on close) or
+//! when the manager is gone. Write errors are left for eviction to meet and report: the page
+//! simply stays dirty.
+
+use super::BufferManager;
+use parking_lot::{Condvar, Mutex};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Dirty pages written per round.
+const PAGES_PER_ROUND: usize = 64;
+/// How long the writer sleeps when nobody wakes it.
+const IDLE_INTERVAL: Duration = Duration::from_millis(10);
+
+#[derive(Default)]
+struct Signal {
+    state: Mutex<SignalState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct SignalState {
+    woken: bool,
+    stop: bool,
+}
+
+pub(crate) struct BackgroundWriter {
+    signal: Arc<Signal>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BackgroundWriter {
+    pub(crate) fn start(manager: &Arc<BufferManager>) -> BackgroundWriter {
+        let signal = Arc::new(Signal::default());
+        let weak = Arc::downgrade(manager);
+        let thread_signal = signal.clone();
+        let thread = std::thread::Builder::new()
+            .name("leankv-writer".into())
+            .spawn(move || run(weak, &thread_signal))
+            .expect("spawning the background writer");
+        BackgroundWriter {
+            signal,
+            thread: Some(thread),
+        }
+    }
+
+    /// Asks for a round now (eviction met dirty pages).
+    pub(crate) fn wake(&self) {
+        self.signal.state.lock().woken = true;
+        self.signal.changed.notify_one();
+    }
+
+    /// Stops the thread and waits for it.
+    pub(crate) fn stop(mut self) {
+        self.signal.state.lock().stop = true;
+        self.signal.changed.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for BackgroundWriter {
+    fn drop(&mut self) {
+        self.signal.state.lock().stop = true;
+        self.signal.changed.notify_one();
+    }
+}
+
+fn run(manager: Weak<BufferManager>, signal: &Signal) {
+    loop {
+        {
+            let mut state = signal.state.lock();
+            if !state.woken && !state.stop {
+                signal.changed.wait_for(&mut state, IDLE_INTERVAL);
+            }
+            if state.stop {
+                return;
+            }
+            state.woken = false;
+        }
+        let Some(manager) = manager.upgrade() else {
+            return;
+        };
+        while manager.write_cooling_pages(PAGES_PER_ROUND) == PAGES_PER_ROUND {
+            if signal.state.lock().stop {
+                return;
+            }
+        }
+    }
+}

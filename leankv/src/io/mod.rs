@@ -1,0 +1,110 @@
+//! Page I/O behind one seam.
+//!
+//! Everything leankv reads from or writes to its page file goes through the [`Storage`] trait:
+//! the real file ([`FileStorage`], direct I/O where the file system allows it), a memory-backed
+//! one ([`MemoryStorage`]) and a fault-injecting wrapper ([`FaultyStorage`]) that tests use to
+//! make reads and writes fail, come up short or hit a full device. This module also owns the
+//! on-disk formats below the tree: the page header with its checksum (`page`), the superblock
+//! (`superblock`) and buffers aligned for direct I/O.
+//!
+//! Invariant: no bytes read through this module are trusted before `page::verify` (or the
+//! superblock's own check) has accepted them.
+
+mod fault;
+mod file;
+mod memory;
+pub(crate) mod page;
+pub(crate) mod superblock;
+
+pub use fault::{FaultKind, FaultyStorage};
+pub use file::FileStorage;
+pub use memory::MemoryStorage;
+
+/// Alignment of every buffer handed to [`Storage`]: the logical block size direct I/O needs.
+pub const IO_ALIGNMENT: usize = 512;
+
+/// Where the pages of a database live. Offsets and lengths are multiples of the page size;
+/// buffers are aligned to [`IO_ALIGNMENT`].
+pub trait Storage: Send + Sync + 'static {
+    /// Fills `buf` from `offset`; reading past the end is an `UnexpectedEof` error.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+    /// Writes all of `buf` at `offset`, growing the storage as needed.
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()>;
+    /// Makes every completed write durable.
+    fn sync(&self) -> std::io::Result<()>;
+    /// Current size in bytes.
+    fn len(&self) -> std::io::Result<u64>;
+    /// True when the storage holds no bytes.
+    fn is_empty(&self) -> std::io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// How pages reach the device (reported in `Stats`).
+    fn mode(&self) -> IoMode;
+}
+
+/// How page I/O reaches the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoMode {
+    /// `O_DIRECT`: the OS page cache is bypassed, the pool is the only cache.
+    Direct,
+    /// Buffered I/O: the file system does not support `O_DIRECT` (or it was turned off), so
+    /// pages may be cached twice.
+    Buffered,
+    /// Pages live in memory (tests, benchmarks).
+    Memory,
+}
+
+impl std::fmt::Display for IoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IoMode::Direct => "direct",
+            IoMode::Buffered => "buffered",
+            IoMode::Memory => "memory",
+        })
+    }
+}
+
+/// A zeroed byte buffer whose start is aligned to [`IO_ALIGNMENT`], built from safe code by
+/// over-allocating and slicing.
+pub(crate) struct AlignedBuf {
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub(crate) fn new(len: usize) -> Self {
+        let bytes = vec![0u8; len + IO_ALIGNMENT];
+        let misalignment = bytes.as_ptr() as usize % IO_ALIGNMENT;
+        let start = (IO_ALIGNMENT - misalignment) % IO_ALIGNMENT;
+        AlignedBuf { bytes, start, len }
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buf_is_aligned_and_zeroed() {
+        for len in [512, 4096, 16384] {
+            let buf = AlignedBuf::new(len);
+            assert_eq!(buf.as_ptr() as usize % IO_ALIGNMENT, 0);
+            assert_eq!(buf.len(), len);
+            assert!(buf.iter().all(|&b| b == 0));
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The superblock: page 0 of the page file, describing the whole database.
+//!
+//! Only its first [`SUPERBLOCK_SIZE`] bytes carry data (the rest of page 0 is zero), so it can
+//! be read before the page size is known. Layout (little endian):
+//!
+//! | bytes  | field                                                       |
+//! |--------|-------------------------------------------------------------|
+//! | 0..4   | CRC-32C of bytes 4..512                                     |
+//! | 4..12  | magic `LEANKV\0\n`                                          |
+//! | 12..16 | format version                                              |
+//! | 16..20 | page size in bytes                                          |
+//! | 20..28 | page id of the catalog tree's root                          |
+//! | 28..36 | page count: the allocation high-water mark                  |
+//! | 36..44 | first page of the free-page list (0 = empty)                |
+//! | 44..52 | number of free pages (trunk pages included)                 |
+
+/// Bytes of page 0 that the superblock occupies.
+pub(crate) const SUPERBLOCK_SIZE: usize = 512;
+const MAGIC: &[u8; 8] = b"LEANKV\0\n";
+/// The on-disk format this build reads and writes.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// The decoded superblock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Superblock {
+    pub(crate) page_size: u32,
+    pub(crate) catalog_root: u64,
+    pub(crate) page_count: u64,
+    pub(crate) free_list_head: u64,
+    pub(crate) free_list_len: u64,
+}
+
+impl Superblock {
+    /// Writes the superblock into the first bytes of `page` (the rest is zeroed).
+    pub(crate) fn encode(&self, page: &mut [u8]) {
+        page.fill(0);
+        page[4..12].copy_from_slice(MAGIC);
+        page[12..16].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        page[16..20].copy_from_slice(&self.page_size.to_le_bytes());
+        page[20..28].copy_from_slice(&self.catalog_root.to_le_bytes());
+        page[28..36].copy_from_slice(&self.page_count.to_le_bytes());
+        page[36..44].copy_from_slice(&self.free_list_head.to_le_bytes());
+        page[44..52].copy_from_slice(&self.free_list_len.to_le_bytes());
+        let checksum = crc32c::crc32c(&page[4..SUPERBLOCK_SIZE]);
+        page[..4].copy_from_slice(&checksum.to_le_bytes());
+    }
+
+    /// Decodes and checks a superblock. Errors say whether the file is foreign
+    /// (`Foreign`) or a damaged leankv file (`Damaged`).
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Superblock, SuperblockError> {
+        if bytes.len() < SUPERBLOCK_SIZE {
+            return Err(SuperblockError::Foreign(
+                "file shorter than a superblock".into(),
+            ));
+        }
+        if &bytes[4..12] != MAGIC {
+            return Err(SuperblockError::Foreign("no leankv magic number".into()));
+        }
+        let stored = u32_at(bytes, 0);
+        let computed = crc32c::crc32c(&bytes[4..SUPERBLOCK_SIZE]);
+        if stored != computed {
+            return Err(SuperblockError::Damaged(format!(
+                "superblock checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            )));
+        }
+        let version = u32_at(bytes, 12);
+        if version != FORMAT_VERSION {
+            return Err(SuperblockError::Foreign(format!(
+                "format version {version}, this build reads version {FORMAT_VERSION}"
+            )));
+        }
+        let superblock = Superblock {
+            page_size: u32_at(bytes, 16),
+            catalog_root: u64_at(bytes, 20),
+            page_count: u64_at(bytes, 28),
+            free_list_head: u64_at(bytes, 36),
+            free_list_len: u64_at(bytes, 44),
+        };
+        if !crate::db::valid_page_size(superblock.page_size as usize) {
+            return Err(SuperblockError::Damaged(format!(
+                "invalid page size {}",
+                superblock.page_size
+            )));
+        }
+        let in_range = |page: u64| page > 0 && page < superblock.page_count;
+        if !in_range(superblock.catalog_root)
+            || (superblock.free_list_head != 0 && !in_range(superblock.free_list_head))
+            || superblock.free_list_len >= superblock.page_count
+        {
+            return Err(SuperblockError::Damaged(
+                "superblock page references out of range".into(),
+            ));
+        }
+        Ok(superblock)
+    }
+}
+
+/// Why a superblock was rejected.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SuperblockError {
+    /// Not a leankv file (or another format version).
+    Foreign(String),
+    /// A leankv superblock that fails its checks.
+    Damaged(String),
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Superblock {
+        Superblock {
+            page_size: 16384,
+            catalog_root: 1,
+            page_count: 10,
+            free_list_head: 4,
+            free_list_len: 3,
+        }
+    }
+
+    #[test]
+    fn roundtrip() {
+        let mut page = vec![0u8; 4096];
+        sample().encode(&mut page);
+        assert_eq!(Superblock::decode(&page), Ok(sample()));
+    }
+
+    #[test]
+    fn foreign_and_damaged_files_are_told_apart() {
+        let mut page = vec![0u8; 4096];
+        assert!(matches!(
+            Superblock::decode(&page),
+            Err(SuperblockError::Foreign(_))
+        ));
+        sample().encode(&mut page);
+        page[30] ^= 1;
+        assert!(matches!(
+            Superblock::decode(&page),
+            Err(SuperblockError::Damaged(_))
+        ));
+    }
+}

@@ -1,0 +1,47 @@
+//! # leankv
+//!
+//! An embedded, ordered key-value storage engine built on a LeanStore-style buffer manager:
+//! in-memory speed while the working set fits in the buffer pool, and graceful degradation
+//! when the data grows beyond it onto an SSD.
+//!
+//! * Pages reference each other through *swips*, which hold a frame index while the page is in
+//!   memory, so a hit costs one branch instead of a hash-table lookup.
+//! * Replacement tracks nothing on hits: random pages are unswizzled into a *cooling* FIFO, from
+//!   whose old end frames are reclaimed; a cooling page touched again returns without I/O.
+//! * Optimistic latches and epoch-based reclamation keep readers from writing shared memory.
+//! * A B+-tree with optimistic lock coupling, variable-size keys and values and fence keys
+//!   provides the ordered map.
+//!
+//! ```
+//! # fn main() -> leankv::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = leankv::Db::open(dir.path(), leankv::Options::default().pool_size(64 << 20))?;
+//! let tree = db.open_tree("users")?;
+//! tree.insert(b"key", b"value")?;
+//! assert_eq!(tree.get(b"key")?, Some(b"value".to_vec()));
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Durability:** data reaches the disk on [`Db::flush`], [`Db::close`] and through eviction.
+//! There is no write-ahead log yet, so a crash can lose changes made since the last flush.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+mod btree;
+mod buffer;
+mod db;
+mod error;
+pub mod io;
+mod sync;
+mod tree;
+
+pub use btree::check::IntegrityReport;
+pub use db::{
+    Db, Options, Stats, DEFAULT_PAGE_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE, MIN_POOL_FRAMES,
+};
+pub use error::{Error, Result};
+pub use io::IoMode;
+pub use tree::{Range, Tree};

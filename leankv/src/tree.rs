@@ -1,0 +1,182 @@
+//! The public tree handle and its range iterator: input checks and error mapping over the
+//! internal B-tree.
+
+use crate::btree::node::Bound as SearchBound;
+use crate::btree::BTree;
+use crate::db::DbShared;
+use crate::error::{Error, Result};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+/// A named, ordered key-value tree. Cheap to clone; `Send + Sync`.
+///
+/// Keys and values are byte strings; the empty key and the empty value are valid. Keys are
+/// ordered bytewise. See [`Db`](crate::Db) for an example.
+#[derive(Clone)]
+pub struct Tree {
+    db: Arc<DbShared>,
+    tree: Arc<BTree>,
+}
+
+thread_local! {
+    /// Reused buffer for `get_with`, so zero-allocation lookups stay zero-allocation.
+    static LOOKUP_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Tree {
+    pub(crate) fn new(db: Arc<DbShared>, tree: Arc<BTree>) -> Tree {
+        Tree { db, tree }
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.len() > self.db.max_key_size {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.db.max_key_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Inserts `key` with `value`, replacing any previous value.
+    pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.check_key(key)?;
+        if value.len() > self.db.max_value_size {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: self.db.max_value_size,
+            });
+        }
+        self.tree.insert(key, value)
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        if key.len() > self.db.max_key_size {
+            return Ok(None);
+        }
+        let mut value = Vec::new();
+        Ok(self.tree.lookup(key, &mut value)?.then_some(value))
+    }
+
+    /// Calls `read` with the value of `key`, if present, without allocating: the value is
+    /// copied into a reused per-thread buffer (a consistent copy, never torn).
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        let key = key.as_ref();
+        if key.len() > self.db.max_key_size {
+            return Ok(None);
+        }
+        // Taken out of the cell, so a `read` that looks up again gets a buffer of its own.
+        let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
+        let found = self.tree.lookup(key, &mut buffer);
+        let result = match found {
+            Ok(true) => Ok(Some(read(&buffer))),
+            Ok(false) => Ok(None),
+            Err(error) => Err(error),
+        };
+        LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
+        result
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.get_with(key, |_| ())?.is_some())
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn remove(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        if key.len() > self.db.max_key_size {
+            return Ok(false);
+        }
+        self.tree.remove(key)
+    }
+
+    /// The pairs whose keys lie in `range`, in ascending key order.
+    ///
+    /// The iterator reads one leaf at a time and holds no latch or epoch between leaves, so it
+    /// never blocks writers or eviction. It returns every key that is present for the whole
+    /// duration of the scan, each exactly once, in strictly ascending order; keys inserted or
+    /// removed meanwhile may or may not appear.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range {
+        let own = |bound: Bound<&K>| match bound {
+            Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
+            Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        Range {
+            tree: self.clone(),
+            next: own(range.start_bound()),
+            end: own(range.end_bound()),
+            buffered: VecDeque::new(),
+            finished: false,
+        }
+    }
+
+    /// All pairs in ascending key order (see [`range`](Self::range)).
+    pub fn iter(&self) -> Range {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// True if the tree holds no key.
+    pub fn is_empty(&self) -> Result<bool> {
+        self.iter().next().transpose().map(|first| first.is_none())
+    }
+}
+
+/// Iterator over a key range of a [`Tree`]; yields `Result<(key, value)>`.
+pub struct Range {
+    tree: Tree,
+    /// Where the next leaf read starts.
+    next: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    buffered: VecDeque<(Vec<u8>, Vec<u8>)>,
+    finished: bool,
+}
+
+impl Range {
+    /// Reads the next leaf into the buffer.
+    fn fill(&mut self) -> Result<()> {
+        let (start, bound): (&[u8], SearchBound) = match &self.next {
+            Bound::Unbounded => (&[], SearchBound::AtLeast),
+            Bound::Included(key) => (key, SearchBound::AtLeast),
+            Bound::Excluded(key) => (key, SearchBound::Above),
+        };
+        let end = &self.end;
+        let within = move |key: &[u8]| match end {
+            Bound::Unbounded => true,
+            Bound::Included(last) => key <= last.as_slice(),
+            Bound::Excluded(last) => key < last.as_slice(),
+        };
+        let batch = self.tree.tree.scan_leaf(start, bound, &within)?;
+        self.buffered.extend(batch.entries);
+        match batch.upper_fence {
+            // Keys above a fence that is past the end are past the end too.
+            Some(fence) if !batch.stopped && within(&fence) => self.next = Bound::Excluded(fence),
+            _ => self.finished = true,
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Range {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.buffered.is_empty() && !self.finished {
+            if let Err(error) = self.fill() {
+                self.finished = true;
+                return Some(Err(error));
+            }
+        }
+        self.buffered.pop_front().map(Ok)
+    }
+}

@@ -1,0 +1,123 @@
+//! Random operations against `BTreeMap`, with a pool far smaller than the data, reopening the
+//! database between rounds, and finally removing almost everything.
+
+mod common;
+
+use common::{open, small, value_for};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+fn random_key(rng: &mut fastrand::Rng) -> Vec<u8> {
+    // Variable lengths, shared prefixes, and the empty key.
+    match rng.u8(..20) {
+        0 => Vec::new(),
+        1 => vec![0; rng.usize(1..4)],
+        _ => format!("k{:06}{}", rng.u32(..40_000), "x".repeat(rng.usize(..24))).into_bytes(),
+    }
+}
+
+fn check_range(tree: &leankv::Tree, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut fastrand::Rng) {
+    let (a, b) = (random_key(rng), random_key(rng));
+    let (low, high) = if a <= b { (a, b) } else { (b, a) };
+    let bounds = match rng.u8(..4) {
+        0 => (Bound::Included(low), Bound::Excluded(high)),
+        1 => (Bound::Excluded(low), Bound::Included(high)),
+        2 => (Bound::Unbounded, Bound::Included(high)),
+        _ => (Bound::Included(low), Bound::Unbounded),
+    };
+    let expected: Vec<_> = model
+        .range(bounds.clone())
+        .take(300)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let found: Vec<_> = tree
+        .range(bounds)
+        .take(300)
+        .map(|item| item.unwrap())
+        .collect();
+    assert_eq!(found, expected);
+}
+
+fn run(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = BTreeMap::new();
+    let mut rng = fastrand::Rng::with_seed(42);
+    let mut data_bytes = 0usize;
+    for round in 0..rounds {
+        let db = open(dir.path(), options.clone());
+        let tree = db.open_tree("data").unwrap();
+        for op in 0..ops_per_round {
+            let key = random_key(&mut rng);
+            match rng.u8(..10) {
+                0..=5 => {
+                    let value = value_for(rng.u64(..), round, max_value);
+                    tree.insert(&key, &value).unwrap();
+                    model.insert(key, value);
+                }
+                6 | 7 => assert_eq!(tree.get(&key).unwrap(), model.get(&key).cloned()),
+                8 => assert_eq!(tree.remove(&key).unwrap(), model.remove(&key).is_some()),
+                _ if op % 20 == 0 => check_range(&tree, &model, &mut rng),
+                _ => assert_eq!(tree.get(&key).unwrap(), model.get(&key).cloned()),
+            }
+        }
+        data_bytes = model.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let report = db.check_integrity().unwrap();
+        assert!(report.is_ok(), "round {round}: {report}");
+        assert_eq!(
+            report.entries as usize,
+            model.len() + 1,
+            "catalog holds one entry"
+        );
+        let stats = db.stats();
+        assert!(stats.evictions > 0, "round {round}: the pool never filled");
+        db.close().unwrap();
+    }
+    let pool = options.frames() * 4096;
+    assert!(
+        data_bytes >= 10 * pool,
+        "data {data_bytes} B is not 10x the pool {pool} B"
+    );
+
+    // Everything is found after reopening; then remove almost everything.
+    let db = open(dir.path(), options.clone());
+    let tree = db.open_tree("data").unwrap();
+    let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
+    assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
+    let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+    for (i, key) in keys.iter().enumerate() {
+        if i % 100 != 0 {
+            assert!(tree.remove(key).unwrap());
+            model.remove(key);
+        }
+    }
+    let pages_before = db.stats().page_count;
+    db.close().unwrap();
+    let db = open(dir.path(), options);
+    let tree = db.open_tree("data").unwrap();
+    let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
+    assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert!(
+        report.pages * 10 < pages_before,
+        "merges should free most pages: {} in use of {pages_before}",
+        report.pages
+    );
+    // Freed pages are reused: refilling does not grow the file.
+    for (i, key) in keys.iter().enumerate().take(keys.len() / 2) {
+        tree.insert(key, value_for(i as u64, 9, 64)).unwrap();
+    }
+    assert_eq!(db.stats().page_count, pages_before);
+    db.close().unwrap();
+}
+
+#[test]
+fn small_pages_pool_ten_times_smaller_than_data() {
+    run(small(32), 4, 9_000, 300);
+}
+
+#[test]
+fn default_pages_with_large_values() {
+    let options = leankv::Options::default().pool_size(32 * (16384 + 512));
+    run(options, 3, 2_500, 4000);
+}
