@@ -115,7 +115,7 @@ impl Storage for FaultyStorage {
             None => self.inner.read_at(buf, offset),
             Some(FaultKind::Short) => {
                 let half = buf.len() / 2;
-                let mut full = vec![0u8; buf.len()];
+                let mut full = super::AlignedBuf::new(buf.len());
                 self.inner.read_at(&mut full, offset)?;
                 buf[..half].copy_from_slice(&full[..half]);
                 buf[half..].fill(0);
@@ -142,7 +142,7 @@ impl Storage for FaultyStorage {
             Some(FaultKind::Short) => {
                 // The old bytes of the second half stay: a torn write.
                 let half = buf.len() / 2;
-                let mut torn = vec![0u8; buf.len()];
+                let mut torn = super::AlignedBuf::new(buf.len());
                 if self.inner.read_at(&mut torn, offset).is_err() {
                     torn.fill(0);
                 }

@@ -1,0 +1,159 @@
+//! Several threads inserting, reading and removing with a small pool while scans run, then
+//! everything verified. Stable keys (inserted before the threads start and never removed)
+//! must appear in every scan, and every scan must be strictly ascending.
+
+mod common;
+
+use common::{key, open, small, value_for};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+const STABLE: u64 = 3_000;
+const WRITERS: u64 = 4;
+const PER_WRITER: u64 = 4_000;
+
+/// Stable keys are multiples of 1000 apart from the writers' keys: writer `w` owns the keys
+/// `STABLE + w * PER_WRITER ..`, so writers never touch each other's keys.
+fn stable_key(n: u64) -> Vec<u8> {
+    key(n * 10)
+}
+
+fn writer_key(writer: u64, n: u64) -> Vec<u8> {
+    key(n * 10 + 1 + writer)
+}
+
+#[test]
+fn writers_readers_and_scanners_with_a_small_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), small(64));
+    let tree = db.open_tree("shared").unwrap();
+    for n in 0..STABLE {
+        tree.insert(stable_key(n), value_for(n, 0, 64)).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let scans = AtomicU64::new(0);
+    let final_versions: Vec<Vec<Option<u64>>> = std::thread::scope(|scope| {
+        for scanner in 0..2u64 {
+            let (tree, stop, scans) = (&tree, &stop, &scans);
+            scope.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(100 + scanner);
+                while !stop.load(Ordering::Relaxed) {
+                    let start = rng.u64(..STABLE);
+                    let end = (start + 1 + rng.u64(..800)).min(STABLE);
+                    let mut expected_stable = start;
+                    let mut previous: Option<Vec<u8>> = None;
+                    for item in tree.range(stable_key(start)..stable_key(end)) {
+                        let (k, v) = item.unwrap();
+                        if let Some(previous) = &previous {
+                            assert!(*previous < k, "scan not strictly ascending");
+                        }
+                        if k == stable_key(expected_stable) {
+                            assert_eq!(v, value_for(expected_stable, 0, 64));
+                            expected_stable += 1;
+                        }
+                        previous = Some(k);
+                    }
+                    assert_eq!(expected_stable, end, "scan missed stable keys");
+                    scans.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|writer| {
+                let tree = &tree;
+                scope.spawn(move || {
+                    let mut rng = fastrand::Rng::with_seed(writer);
+                    // Per key: the version last written, or None if removed / never written.
+                    let mut versions = vec![None; PER_WRITER as usize];
+                    for round in 0..4 * PER_WRITER {
+                        let n = rng.u64(..PER_WRITER);
+                        let k = writer_key(writer, n);
+                        match rng.u8(..10) {
+                            0..=5 => {
+                                tree.insert(&k, value_for(n, round, 200)).unwrap();
+                                versions[n as usize] = Some(round);
+                            }
+                            6 | 7 => {
+                                let expected = versions[n as usize].map(|v| value_for(n, v, 200));
+                                assert_eq!(tree.get(&k).unwrap(), expected);
+                            }
+                            _ => {
+                                let existed = tree.remove(&k).unwrap();
+                                assert_eq!(existed, versions[n as usize].is_some());
+                                versions[n as usize] = None;
+                            }
+                        }
+                    }
+                    versions
+                })
+            })
+            .collect();
+        let versions = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        versions
+    });
+    assert!(scans.load(Ordering::Relaxed) > 0);
+    let stats = db.stats();
+    assert!(
+        stats.evictions > 0 && stats.page_reads > 0,
+        "pool never overflowed: {stats:?}"
+    );
+
+    // Verify everything, also after a reopen.
+    let verify = |tree: &leankv::Tree| {
+        let mut expected = std::collections::BTreeMap::new();
+        for n in 0..STABLE {
+            expected.insert(stable_key(n), value_for(n, 0, 64));
+        }
+        for (writer, versions) in final_versions.iter().enumerate() {
+            for (n, version) in versions.iter().enumerate() {
+                if let Some(version) = version {
+                    expected.insert(
+                        writer_key(writer as u64, n as u64),
+                        value_for(n as u64, *version, 200),
+                    );
+                }
+            }
+        }
+        let found: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
+        assert_eq!(found, expected.into_iter().collect::<Vec<_>>());
+    };
+    verify(&tree);
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+    drop(tree);
+    db.close().unwrap();
+    let db = open(dir.path(), small(64));
+    verify(&db.open_tree("shared").unwrap());
+}
+
+#[test]
+fn many_threads_insert_into_many_trees_concurrently() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), small(48));
+    std::thread::scope(|scope| {
+        for thread in 0..6u64 {
+            let db = &db;
+            scope.spawn(move || {
+                let tree = db.open_tree(&format!("tree-{}", thread % 3)).unwrap();
+                for n in 0..2_000 {
+                    tree.insert(key(n * 6 + thread), value_for(n, thread, 100))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(db.tree_names().unwrap(), vec!["tree-0", "tree-1", "tree-2"]);
+    for name in 0..3u64 {
+        let tree = db.open_tree(&format!("tree-{name}")).unwrap();
+        assert_eq!(tree.iter().count(), 4_000);
+        for thread in [name, name + 3] {
+            for n in (0..2_000).step_by(97) {
+                assert_eq!(
+                    tree.get(key(n * 6 + thread)).unwrap(),
+                    Some(value_for(n, thread, 100))
+                );
+            }
+        }
+    }
+    assert!(db.check_integrity().unwrap().is_ok());
+}
