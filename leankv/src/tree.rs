@@ -53,7 +53,8 @@ impl Tree {
         self.tree.insert(key, value)
     }
 
-    /// The value of `key`, if present.
+    /// The value of `key`, if present. (A key longer than the limit cannot be present, so
+    /// asking for one returns `None`, as `remove` returns `false`.)
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         if key.len() > self.db.max_key_size {

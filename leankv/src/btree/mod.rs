@@ -82,7 +82,7 @@ fn underfull(node: &Node<'_>, page_size: usize) -> bool {
 }
 
 impl BTree {
-    /// Creates an empty tree (a root leaf); call inside `run`.
+    /// Creates an empty tree: a new root leaf, hot for as long as the tree is open.
     pub(crate) fn create(bm: &Arc<BufferManager>) -> Result<BTree> {
         let (root, root_page_id) = bm.run(|_| {
             let (frame, guard) = bm.allocate_page(PageType::BTreeLeaf, None)?;
