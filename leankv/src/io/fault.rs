@@ -17,16 +17,33 @@ pub enum FaultKind {
     Short,
 }
 
+/// The planned faults of one direction (reads or writes).
 #[derive(Debug, Default)]
-struct Plan {
-    read_skip: u64,
-    read_faults: u64,
-    read_kind: Option<FaultKind>,
-    write_skip: u64,
-    write_faults: u64,
-    write_kind: Option<FaultKind>,
-    reads: u64,
-    writes: u64,
+struct Schedule {
+    skip: u64,
+    faults: u64,
+    kind: Option<FaultKind>,
+    attempts: u64,
+}
+
+impl Schedule {
+    /// Counts an attempt and says whether it should misbehave.
+    fn next(&mut self) -> Option<FaultKind> {
+        self.attempts += 1;
+        if self.faults == 0 {
+            return None;
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return None;
+        }
+        self.faults -= 1;
+        self.kind
+    }
+
+    fn plan(&mut self, skip: u64, count: u64, kind: FaultKind) {
+        (self.skip, self.faults, self.kind) = (skip, count, Some(kind));
+    }
 }
 
 /// Wraps a [`Storage`] and makes chosen reads or writes misbehave.
@@ -41,7 +58,8 @@ struct Plan {
 /// ```
 pub struct FaultyStorage {
     inner: Arc<dyn Storage>,
-    plan: Mutex<Plan>,
+    reads: Mutex<Schedule>,
+    writes: Mutex<Schedule>,
 }
 
 impl FaultyStorage {
@@ -49,44 +67,30 @@ impl FaultyStorage {
     pub fn new(inner: Arc<dyn Storage>) -> Self {
         FaultyStorage {
             inner,
-            plan: Mutex::new(Plan::default()),
+            reads: Mutex::new(Schedule::default()),
+            writes: Mutex::new(Schedule::default()),
         }
     }
 
     /// After `skip` more successful reads, the next `count` reads misbehave as `kind`.
     pub fn fail_reads(&self, skip: u64, count: u64, kind: FaultKind) {
-        let mut plan = self.plan.lock();
-        (plan.read_skip, plan.read_faults, plan.read_kind) = (skip, count, Some(kind));
+        self.reads.lock().plan(skip, count, kind);
     }
 
     /// After `skip` more successful writes, the next `count` writes misbehave as `kind`.
     pub fn fail_writes(&self, skip: u64, count: u64, kind: FaultKind) {
-        let mut plan = self.plan.lock();
-        (plan.write_skip, plan.write_faults, plan.write_kind) = (skip, count, Some(kind));
+        self.writes.lock().plan(skip, count, kind);
     }
 
     /// Cancels every planned fault.
     pub fn heal(&self) {
-        let mut plan = self.plan.lock();
-        (plan.read_faults, plan.write_faults) = (0, 0);
+        self.reads.lock().faults = 0;
+        self.writes.lock().faults = 0;
     }
 
     /// Reads and writes attempted so far (faulty ones included).
     pub fn counts(&self) -> (u64, u64) {
-        let plan = self.plan.lock();
-        (plan.reads, plan.writes)
-    }
-
-    fn next_fault(skip: &mut u64, faults: &mut u64, kind: Option<FaultKind>) -> Option<FaultKind> {
-        if *faults == 0 {
-            return None;
-        }
-        if *skip > 0 {
-            *skip -= 1;
-            return None;
-        }
-        *faults -= 1;
-        kind
+        (self.reads.lock().attempts, self.writes.lock().attempts)
     }
 }
 
@@ -100,17 +104,7 @@ fn error_for(kind: FaultKind) -> Error {
 
 impl Storage for FaultyStorage {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        let fault = {
-            let mut plan = self.plan.lock();
-            plan.reads += 1;
-            let kind = plan.read_kind;
-            let Plan {
-                read_skip,
-                read_faults,
-                ..
-            } = &mut *plan;
-            Self::next_fault(read_skip, read_faults, kind)
-        };
+        let fault = self.reads.lock().next();
         match fault {
             None => self.inner.read_at(buf, offset),
             Some(FaultKind::Short) => {
@@ -126,17 +120,7 @@ impl Storage for FaultyStorage {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        let fault = {
-            let mut plan = self.plan.lock();
-            plan.writes += 1;
-            let kind = plan.write_kind;
-            let Plan {
-                write_skip,
-                write_faults,
-                ..
-            } = &mut *plan;
-            Self::next_fault(write_skip, write_faults, kind)
-        };
+        let fault = self.writes.lock().next();
         match fault {
             None => self.inner.write_at(buf, offset),
             Some(FaultKind::Short) => {
