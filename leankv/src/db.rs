@@ -232,8 +232,6 @@ impl Db {
     /// missing.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io("creating the database directory", e))?;
         let lock = lock_directory(dir)?;
         let storage = FileStorage::open(&dir.join(PAGE_FILE), options.direct_io)
             .map_err(|e| Error::io("opening the page file", e))?;
@@ -248,8 +246,6 @@ impl Db {
         storage: Arc<dyn Storage>,
     ) -> Result<Db> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io("creating the database directory", e))?;
         let lock = lock_directory(dir)?;
         Self::open_locked(dir, lock, options, storage)
     }
@@ -481,7 +477,9 @@ impl DbShared {
     }
 }
 
+/// Creates `dir` if missing and takes its lock file, or reports who holds it.
 fn lock_directory(dir: &Path) -> Result<File> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating the database directory", e))?;
     let path = dir.join(LOCK_FILE);
     let file = std::fs::OpenOptions::new()
         .create(true)

@@ -40,6 +40,12 @@ impl Tree {
         Ok(())
     }
 
+    /// False for keys longer than the limit: no such key can be stored, so lookups and
+    /// removals can answer without searching.
+    fn may_exist(&self, key: &[u8]) -> bool {
+        key.len() <= self.db.max_key_size
+    }
+
     /// Inserts `key` with `value`, replacing any previous value.
     pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
@@ -57,7 +63,7 @@ impl Tree {
     /// asking for one returns `None`, as `remove` returns `false`.)
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
-        if key.len() > self.db.max_key_size {
+        if !self.may_exist(key) {
             return Ok(None);
         }
         let mut value = Vec::new();
@@ -72,7 +78,7 @@ impl Tree {
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>> {
         let key = key.as_ref();
-        if key.len() > self.db.max_key_size {
+        if !self.may_exist(key) {
             return Ok(None);
         }
         // Taken out of the cell, so a `read` that looks up again gets a buffer of its own.
@@ -95,7 +101,7 @@ impl Tree {
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
-        if key.len() > self.db.max_key_size {
+        if !self.may_exist(key) {
             return Ok(false);
         }
         self.tree.remove(key)
