@@ -12,6 +12,7 @@
 
 use crate::btree::check::{Checker, IntegrityReport};
 use crate::btree::{self, BTree};
+use crate::buffer::policy::{Lean, Policy};
 use crate::buffer::{BufferConfig, BufferManager, Counter, FRAME_HEADER_AREA};
 use crate::error::{Error, Result};
 use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
@@ -213,15 +214,18 @@ pub struct Stats {
 ///
 /// `Db` is `Send + Sync`; share it with `Arc` or share [`Tree`] handles, which may outlive
 /// it (they then return [`Error::Closed`]).
-pub struct Db {
-    shared: Arc<DbShared>,
+///
+/// The type parameter picks the buffer-management [`policy`](crate::policy); it exists for
+/// the benchmarks' ablations and baselines, and defaults to the engine itself, [`Lean`].
+pub struct Db<P: Policy = Lean> {
+    shared: Arc<DbShared<P>>,
 }
 
-pub(crate) struct DbShared {
+pub(crate) struct DbShared<P: Policy> {
     path: PathBuf,
-    bm: Arc<BufferManager>,
-    catalog: Arc<BTree>,
-    trees: Mutex<HashMap<String, Arc<BTree>>>,
+    bm: Arc<BufferManager<P>>,
+    catalog: Arc<BTree<P>>,
+    trees: Mutex<HashMap<String, Arc<BTree<P>>>>,
     lock: Mutex<Option<File>>,
     pub(crate) max_key_size: usize,
     pub(crate) max_value_size: usize,
@@ -231,11 +235,7 @@ impl Db {
     /// Opens the database in directory `dir`, creating the directory and an empty database if
     /// missing.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let dir = dir.as_ref();
-        let lock = lock_directory(dir)?;
-        let storage = FileStorage::open(&dir.join(PAGE_FILE), options.direct_io)
-            .map_err(|e| Error::io("opening the page file", e))?;
-        Self::open_locked(dir, lock, options, Arc::new(storage))
+        Db::open_with_policy(dir, options)
     }
 
     /// Opens a database whose pages live in `storage` (for instance a
@@ -245,6 +245,27 @@ impl Db {
         options: Options,
         storage: Arc<dyn Storage>,
     ) -> Result<Db> {
+        Db::open_with_storage_and_policy(dir, options, storage)
+    }
+}
+
+impl<P: Policy> Db<P> {
+    /// [`Db::open`] with buffer-management policy `P`, e.g.
+    /// `Db::<leankv::policy::Traditional>::open_with_policy(dir, options)`.
+    pub fn open_with_policy(dir: impl AsRef<Path>, options: Options) -> Result<Db<P>> {
+        let dir = dir.as_ref();
+        let lock = lock_directory(dir)?;
+        let storage = FileStorage::open(&dir.join(PAGE_FILE), options.direct_io)
+            .map_err(|e| Error::io("opening the page file", e))?;
+        Self::open_locked(dir, lock, options, Arc::new(storage))
+    }
+
+    /// [`Db::open_with_storage`] with buffer-management policy `P`.
+    pub fn open_with_storage_and_policy(
+        dir: impl AsRef<Path>,
+        options: Options,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Db<P>> {
         let dir = dir.as_ref();
         let lock = lock_directory(dir)?;
         Self::open_locked(dir, lock, options, storage)
@@ -255,11 +276,17 @@ impl Db {
         lock: File,
         options: Options,
         storage: Arc<dyn Storage>,
-    ) -> Result<Db> {
+    ) -> Result<Db<P>> {
         let page_file = dir.join(PAGE_FILE);
         let is_new = storage
             .is_empty()
             .map_err(|e| Error::io("reading the page file size", e))?;
+        if !P::EVICTS && !is_new {
+            return Err(Error::InvalidOptions(format!(
+                "the {} policy keeps every page in memory and only creates new databases",
+                P::NAME
+            )));
+        }
         let iterators = btree::child_iterators();
         let (bm, catalog) = if is_new {
             let config = options.validate(options.page_size)?;
@@ -311,7 +338,7 @@ impl Db {
 
     /// Opens the tree `name`, creating it if missing. Handles are cheap to clone and may be
     /// used from any thread.
-    pub fn open_tree(&self, name: &str) -> Result<Tree> {
+    pub fn open_tree(&self, name: &str) -> Result<Tree<P>> {
         let shared = &self.shared;
         if name.len() > shared.max_key_size {
             return Err(Error::KeyTooLarge {
@@ -421,7 +448,7 @@ impl Db {
     }
 
     /// The catalog as a tree handle (read-only use: names to root page ids).
-    fn catalog(&self) -> Tree {
+    fn catalog(&self) -> Tree<P> {
         Tree::new(self.shared.clone(), self.shared.catalog.clone())
     }
 
@@ -432,14 +459,14 @@ impl Db {
     }
 }
 
-impl Drop for Db {
+impl<P: Policy> Drop for Db<P> {
     fn drop(&mut self) {
         // Errors cannot be returned from drop; `close` is the way to see them.
         let _ = self.shared.close();
     }
 }
 
-impl DbShared {
+impl<P: Policy> DbShared<P> {
     fn flush(&self) -> Result<()> {
         self.bm.flush()?;
         self.write_superblock()

@@ -39,6 +39,7 @@ mod sync;
 mod tree;
 
 pub use btree::check::IntegrityReport;
+pub use buffer::policy;
 pub use db::{
     Db, Options, Stats, DEFAULT_PAGE_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE, MIN_POOL_FRAMES,
 };

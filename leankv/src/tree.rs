@@ -3,6 +3,7 @@
 
 use crate::btree::node::Bound as SearchBound;
 use crate::btree::BTree;
+use crate::buffer::policy::{Lean, Policy};
 use crate::db::DbShared;
 use crate::error::{Error, Result};
 use std::cell::RefCell;
@@ -14,10 +15,18 @@ use std::sync::Arc;
 ///
 /// Keys and values are byte strings; the empty key and the empty value are valid. Keys are
 /// ordered bytewise. See [`Db`](crate::Db) for an example.
-#[derive(Clone)]
-pub struct Tree {
-    db: Arc<DbShared>,
-    tree: Arc<BTree>,
+pub struct Tree<P: Policy = Lean> {
+    db: Arc<DbShared<P>>,
+    tree: Arc<BTree<P>>,
+}
+
+impl<P: Policy> Clone for Tree<P> {
+    fn clone(&self) -> Self {
+        Tree {
+            db: self.db.clone(),
+            tree: self.tree.clone(),
+        }
+    }
 }
 
 thread_local! {
@@ -25,8 +34,8 @@ thread_local! {
     static LOOKUP_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Tree {
-    pub(crate) fn new(db: Arc<DbShared>, tree: Arc<BTree>) -> Tree {
+impl<P: Policy> Tree<P> {
+    pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>) -> Tree<P> {
         Tree { db, tree }
     }
 
@@ -113,7 +122,7 @@ impl Tree {
     /// never blocks writers or eviction. It returns every key that is present for the whole
     /// duration of the scan, each exactly once, in strictly ascending order; keys inserted or
     /// removed meanwhile may or may not appear.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range {
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range<P> {
         let own = |bound: Bound<&K>| match bound {
             Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
             Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
@@ -129,7 +138,7 @@ impl Tree {
     }
 
     /// All pairs in ascending key order (see [`range`](Self::range)).
-    pub fn iter(&self) -> Range {
+    pub fn iter(&self) -> Range<P> {
         self.range::<&[u8], _>(..)
     }
 
@@ -140,8 +149,8 @@ impl Tree {
 }
 
 /// Iterator over a key range of a [`Tree`]; yields `Result<(key, value)>`.
-pub struct Range {
-    tree: Tree,
+pub struct Range<P: Policy = Lean> {
+    tree: Tree<P>,
     /// Where the next leaf read starts.
     next: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
@@ -149,7 +158,7 @@ pub struct Range {
     finished: bool,
 }
 
-impl Range {
+impl<P: Policy> Range<P> {
     /// Reads the next leaf into the buffer.
     fn fill(&mut self) -> Result<()> {
         let (start, bound): (&[u8], SearchBound) = match &self.next {
@@ -174,7 +183,7 @@ impl Range {
     }
 }
 
-impl Iterator for Range {
+impl<P: Policy> Iterator for Range<P> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{key, open, small, value_for};
+use common::{key, open, open_as, small, value_for};
+use leankv::policy::{HashTable, Lean, Lru, Policy, Traditional};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const STABLE: u64 = 3_000;
@@ -23,8 +24,19 @@ fn writer_key(writer: u64, n: u64) -> Vec<u8> {
 
 #[test]
 fn writers_readers_and_scanners_with_a_small_pool() {
+    writers_readers_and_scanners::<Lean>();
+}
+
+#[test]
+fn ablations_under_writers_readers_and_scanners() {
+    writers_readers_and_scanners::<HashTable>();
+    writers_readers_and_scanners::<Lru>();
+    writers_readers_and_scanners::<Traditional>();
+}
+
+fn writers_readers_and_scanners<P: Policy>() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path(), small(64));
+    let db = open_as::<P>(dir.path(), small(64));
     let tree = db.open_tree("shared").unwrap();
     for n in 0..STABLE {
         tree.insert(stable_key(n), value_for(n, 0, 64)).unwrap();
@@ -99,7 +111,7 @@ fn writers_readers_and_scanners_with_a_small_pool() {
     );
 
     // Verify everything, also after a reopen.
-    let verify = |tree: &leankv::Tree| {
+    let verify = |tree: &leankv::Tree<P>| {
         let mut expected = std::collections::BTreeMap::new();
         for n in 0..STABLE {
             expected.insert(stable_key(n), value_for(n, 0, 64));
@@ -122,7 +134,7 @@ fn writers_readers_and_scanners_with_a_small_pool() {
     assert!(report.is_ok(), "{report}");
     drop(tree);
     db.close().unwrap();
-    let db = open(dir.path(), small(64));
+    let db = open_as::<P>(dir.path(), small(64));
     verify(&db.open_tree("shared").unwrap());
 }
 

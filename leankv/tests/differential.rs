@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{open, small, value_for};
+use common::{open_as, small, value_for};
+use leankv::policy::{HashTable, Lean, Lru, Pessimistic, Policy, Traditional};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -16,7 +17,11 @@ fn random_key(rng: &mut fastrand::Rng) -> Vec<u8> {
     }
 }
 
-fn check_range(tree: &leankv::Tree, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut fastrand::Rng) {
+fn check_range<P: Policy>(
+    tree: &leankv::Tree<P>,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut fastrand::Rng,
+) {
     let (a, b) = (random_key(rng), random_key(rng));
     let (low, high) = if a <= b { (a, b) } else { (b, a) };
     let bounds = match rng.u8(..4) {
@@ -38,13 +43,13 @@ fn check_range(tree: &leankv::Tree, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mu
     assert_eq!(found, expected);
 }
 
-fn run(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: usize) {
+fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut model = BTreeMap::new();
     let mut rng = fastrand::Rng::with_seed(42);
     let mut data_bytes = 0usize;
     for round in 0..rounds {
-        let db = open(dir.path(), options.clone());
+        let db = open_as::<P>(dir.path(), options.clone());
         let tree = db.open_tree("data").unwrap();
         for op in 0..ops_per_round {
             let key = random_key(&mut rng);
@@ -79,7 +84,7 @@ fn run(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: u
     );
 
     // Everything is found after reopening; then remove almost everything.
-    let db = open(dir.path(), options.clone());
+    let db = open_as::<P>(dir.path(), options.clone());
     let tree = db.open_tree("data").unwrap();
     let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
     assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
@@ -92,7 +97,7 @@ fn run(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: u
     }
     let pages_before = db.stats().page_count;
     db.close().unwrap();
-    let db = open(dir.path(), options);
+    let db = open_as::<P>(dir.path(), options);
     let tree = db.open_tree("data").unwrap();
     let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
     assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
@@ -113,11 +118,57 @@ fn run(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: u
 
 #[test]
 fn small_pages_pool_ten_times_smaller_than_data() {
-    run(small(32), 4, 9_000, 300);
+    run::<Lean>(small(32), 4, 9_000, 300);
+}
+
+/// The benchmarks' ablations must be as correct as the engine they are compared with.
+#[test]
+fn ablations_pool_ten_times_smaller_than_data() {
+    run::<HashTable>(small(32), 4, 9_000, 300);
+    run::<Lru>(small(32), 4, 9_000, 300);
+    run::<Pessimistic>(small(32), 4, 9_000, 300);
+    run::<Traditional>(small(32), 4, 9_000, 300);
 }
 
 #[test]
 fn default_pages_with_large_values() {
     let options = leankv::Options::default().pool_size(32 * (16384 + 512));
-    run(options, 3, 2_500, 4000);
+    run::<Lean>(options, 3, 2_500, 4000);
+}
+
+/// The in-memory baseline: the same map while the pool holds everything, a clear error when
+/// it does not, and no reopening of a database it would have to page in.
+#[test]
+fn in_memory_policy_is_a_map_until_its_pool_is_full() {
+    use leankv::policy::InMemory;
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_as::<InMemory>(dir.path(), small(64));
+    let tree = db.open_tree("data").unwrap();
+    let mut model = BTreeMap::new();
+    let mut rng = fastrand::Rng::with_seed(7);
+    let full = loop {
+        let key = random_key(&mut rng);
+        let value = value_for(rng.u64(..), 0, 200);
+        match tree.insert(&key, &value) {
+            Ok(()) => {
+                model.insert(key, value);
+            }
+            Err(error) => break error,
+        }
+        if rng.u8(..4) == 0 {
+            let key = random_key(&mut rng);
+            assert_eq!(tree.get(&key).unwrap(), model.get(&key).cloned());
+        }
+    };
+    assert!(
+        matches!(full, leankv::Error::PoolExhausted { frames: 64 }),
+        "{full}"
+    );
+    assert_eq!(db.stats().evictions, 0);
+    let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    drop(tree);
+    db.close().unwrap();
+    let reopened = leankv::Db::<InMemory>::open_with_policy(dir.path(), small(64));
+    assert!(matches!(reopened, Err(leankv::Error::InvalidOptions(_))));
 }

@@ -20,6 +20,7 @@
 pub(crate) mod check;
 pub(crate) mod node;
 
+use crate::buffer::policy::Policy;
 use crate::buffer::{BufferManager, FrameId, FrameState, Swip, SwipTarget};
 use crate::error::Result;
 use crate::io::page::PageType;
@@ -31,8 +32,8 @@ use std::sync::Arc;
 const MAX_DEPTH: usize = 32;
 
 /// One B+-tree: a root page in the buffer pool.
-pub(crate) struct BTree {
-    bm: Arc<BufferManager>,
+pub(crate) struct BTree<P: Policy> {
+    bm: Arc<BufferManager<P>>,
     root: FrameId,
     root_page_id: u64,
 }
@@ -81,9 +82,9 @@ fn underfull(node: &Node<'_>, page_size: usize) -> bool {
     node.used_space() < page_size / 4
 }
 
-impl BTree {
+impl<P: Policy> BTree<P> {
     /// Creates an empty tree: a new root leaf, hot for as long as the tree is open.
-    pub(crate) fn create(bm: &Arc<BufferManager>) -> Result<BTree> {
+    pub(crate) fn create(bm: &Arc<BufferManager<P>>) -> Result<BTree<P>> {
         let (root, root_page_id) = bm.run(|_| {
             let (frame, guard) = bm.allocate_page(PageType::BTreeLeaf, None)?;
             NodeMut::new(bm.page_mut(frame, &guard)).init(0, None, None);
@@ -97,7 +98,7 @@ impl BTree {
     }
 
     /// Opens the tree whose root is page `root_page_id`.
-    pub(crate) fn open(bm: &Arc<BufferManager>, root_page_id: u64) -> Result<BTree> {
+    pub(crate) fn open(bm: &Arc<BufferManager<P>>, root_page_id: u64) -> Result<BTree<P>> {
         let root = bm.load_root(root_page_id)?;
         Ok(BTree {
             bm: bm.clone(),
@@ -138,10 +139,10 @@ impl BTree {
     }
 
     fn descend_optimistic(&self, key: &[u8], bound: Bound, level: u16) -> Attempt<Held<'_>> {
-        let frames = self.bm.frame_count();
         let mut frame = self.root;
         let mut version = self.bm.frame(frame).latch.optimistic()?;
         for _ in 0..MAX_DEPTH {
+            self.bm.touch(frame);
             let node = self.node(frame);
             let node_level = node.level();
             if node_level <= level {
@@ -155,9 +156,12 @@ impl BTree {
             let offset = node.child_offset(index);
             let word = node.child_word(index);
             self.bm.frame(frame).latch.validate(version)?;
-            match Swip::decode(word, frames) {
+            match self.bm.child(word) {
                 Some(SwipTarget::Frame(child)) => {
                     let child_version = self.bm.frame(child).latch.optimistic()?;
+                    if !self.bm.holds(child, word) {
+                        return Err(Restart::Conflict);
+                    }
                     self.bm.frame(frame).latch.validate(version)?;
                     frame = child;
                     version = child_version;
@@ -183,8 +187,8 @@ impl BTree {
         level: u16,
         intent: Intent,
     ) -> Attempt<Held<'_>> {
-        let frames = self.bm.frame_count();
         let mut frame = self.root;
+        self.bm.touch(frame);
         let mut guard = self.bm.frame(frame).latch.lock_shared();
         if self.node(frame).level() == level && intent == Intent::Write {
             drop(guard);
@@ -207,11 +211,16 @@ impl BTree {
                 return Err(Restart::Conflict);
             }
             let index = node.search(key, bound);
-            match Swip::decode(node.child_word(index), frames) {
+            let word = node.child_word(index);
+            match self.bm.child(word) {
                 Some(SwipTarget::Frame(child)) => {
+                    self.bm.touch(child);
                     let child_latch = &self.bm.frame(child).latch;
                     if node_level - 1 == level && intent == Intent::Write {
                         let child_guard = child_latch.lock_exclusive();
+                        if !self.bm.holds(child, word) {
+                            return Err(Restart::Conflict);
+                        }
                         if self.node(child).level() != level {
                             return Err(self.corrupt(child));
                         }
@@ -221,6 +230,9 @@ impl BTree {
                         });
                     }
                     let child_guard = child_latch.lock_shared();
+                    if !self.bm.holds(child, word) {
+                        return Err(Restart::Conflict);
+                    }
                     if self.node(child).level() != node_level - 1 {
                         return Err(self.corrupt(child));
                     }
@@ -402,10 +414,14 @@ impl BTree {
             return Err(Restart::Conflict);
         }
         let index = self.node(parent).search(key, Bound::AtLeast);
-        if self.node(parent).child_word(index) != Swip::swizzled_word(target) {
+        let word = self.node(parent).child_word(index);
+        if word != self.bm.reference(target) {
             return Ok(None);
         }
         let guard = self.bm.frame(target).latch.lock_exclusive();
+        if !self.bm.holds(target, word) {
+            return Ok(None);
+        }
         Ok(Some(ParentAndChild {
             parent,
             parent_guard,
@@ -449,7 +465,7 @@ impl BTree {
         }
         let (left, left_guard) = self.bm.allocate_page(node.page_type(), Some(parent))?;
         self.fill_halves(target, &guard, middle, left, &left_guard, None);
-        let left_word = Swip::swizzled_word(left).to_le_bytes();
+        let left_word = self.bm.reference(left).to_le_bytes();
         NodeMut::new(self.bm.page_mut(parent, &parent_guard))
             .insert_at(index, &separator, &left_word);
         self.bm.frame(parent).set_dirty(true);
@@ -541,12 +557,12 @@ impl BTree {
             &left_guard,
             Some((right, &right_guard)),
         );
-        let left_word = Swip::swizzled_word(left).to_le_bytes();
+        let left_word = self.bm.reference(left).to_le_bytes();
         NodeMut::new(self.bm.page_mut(root, &guard)).rebuild(
             node.level() + 1,
             None,
             None,
-            Swip::swizzled_word(right),
+            self.bm.reference(right),
             std::iter::once((&separator[..], &left_word[..])),
         );
         self.bm.frame(root).set_dirty(true);
@@ -584,26 +600,29 @@ impl BTree {
         } else {
             (count - 1, count - 1)
         };
-        let sibling =
-            match Swip::decode(parent_node.child_word(sibling_index), self.bm.frame_count()) {
-                Some(SwipTarget::Frame(sibling)) => sibling,
-                Some(SwipTarget::Page(page_id)) => {
-                    // Bring the sibling in (outside the latches), then merge on the restart.
-                    let offset = parent_node.child_offset(sibling_index) as u32;
-                    drop((guard, parent_guard));
-                    let version = self.bm.frame(parent).latch.optimistic()?;
-                    return Err(Restart::Swizzle {
-                        frame: parent,
-                        version,
-                        offset,
-                        page_id,
-                    });
-                }
-                None => return Err(self.corrupt(parent)),
-            };
+        let sibling_word = parent_node.child_word(sibling_index);
+        let sibling = match self.bm.child(sibling_word) {
+            Some(SwipTarget::Frame(sibling)) => sibling,
+            Some(SwipTarget::Page(page_id)) => {
+                // Bring the sibling in (outside the latches), then merge on the restart.
+                let offset = parent_node.child_offset(sibling_index) as u32;
+                drop((guard, parent_guard));
+                let version = self.bm.frame(parent).latch.optimistic()?;
+                return Err(Restart::Swizzle {
+                    frame: parent,
+                    version,
+                    offset,
+                    page_id,
+                });
+            }
+            None => return Err(self.corrupt(parent)),
+        };
         let Some(sibling_guard) = self.bm.frame(sibling).latch.try_lock_exclusive() else {
             return Ok(None);
         };
+        if !self.bm.holds(sibling, sibling_word) {
+            return Ok(None);
+        }
         let ((left, left_guard), (right, right_guard)) = if index < count {
             ((target, guard), (sibling, sibling_guard))
         } else {
@@ -657,12 +676,14 @@ impl BTree {
         if root.is_leaf() || root.count() > 0 {
             return Ok(());
         }
-        let Some(SwipTarget::Frame(child)) =
-            Swip::decode(root.child_word(0), self.bm.frame_count())
-        else {
+        let word = root.child_word(0);
+        let Some(SwipTarget::Frame(child)) = self.bm.child(word) else {
             return Ok(());
         };
         let child_guard = self.bm.frame(child).latch.lock_exclusive();
+        if !self.bm.holds(child, word) {
+            return Ok(());
+        }
         let child_node = self.node(child);
         NodeMut::new(self.bm.page_mut(self.root, &guard)).rebuild(
             child_node.level(),

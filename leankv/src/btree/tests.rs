@@ -2,10 +2,11 @@
 //! loop only takes after repeated conflicts, are driven directly here.
 
 use super::*;
+use crate::buffer::policy::{HashTable, Lean, Lru, Traditional};
 use crate::buffer::BufferConfig;
 use crate::io::MemoryStorage;
 
-fn tree_with_small_pool() -> BTree {
+fn tree_with_small_pool<P: Policy>() -> BTree<P> {
     let config = BufferConfig {
         page_size: 4096,
         frames: 48,
@@ -28,9 +29,23 @@ fn key(n: u32) -> [u8; 4] {
     n.wrapping_mul(2_654_435_761).to_be_bytes()
 }
 
+/// Runs `test` for the engine and for each evicting ablation.
+macro_rules! for_each_evicting_policy {
+    ($test:ident) => {
+        $test::<Lean>();
+        $test::<HashTable>();
+        $test::<Lru>();
+        $test::<Traditional>();
+    };
+}
+
 #[test]
 fn pessimistic_descents_find_and_change_what_optimistic_ones_do() {
-    let tree = tree_with_small_pool();
+    for_each_evicting_policy!(pessimistic_descents);
+}
+
+fn pessimistic_descents<P: Policy>() {
+    let tree = tree_with_small_pool::<P>();
     let count = 20_000;
     for n in 0..count {
         tree.insert(&key(n), &n.to_le_bytes()).unwrap();
@@ -46,7 +61,12 @@ fn pessimistic_descents_find_and_change_what_optimistic_ones_do() {
                 })
             })
             .unwrap();
-        assert_eq!(value, Some(n.to_le_bytes().to_vec()), "key {n}");
+        assert_eq!(
+            value,
+            Some(n.to_le_bytes().to_vec()),
+            "{}: key {n}",
+            P::NAME
+        );
     }
     // Writes through the exclusive pessimistic descent.
     for n in (0..count).step_by(2) {
@@ -74,7 +94,11 @@ fn pessimistic_descents_find_and_change_what_optimistic_ones_do() {
 
 #[test]
 fn splits_and_merges_through_the_pessimistic_path() {
-    let tree = tree_with_small_pool();
+    for_each_evicting_policy!(pessimistic_splits_and_merges);
+}
+
+fn pessimistic_splits_and_merges<P: Policy>() {
+    let tree = tree_with_small_pool::<P>();
     let value = [5u8; 200];
     for n in 0..3_000 {
         let k = key(n);

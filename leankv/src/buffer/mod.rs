@@ -20,11 +20,14 @@
 
 mod cooling;
 mod epoch;
+mod lru;
 mod page;
 mod page_ids;
+pub mod policy;
 mod pool;
 mod stats;
 mod swip;
+mod translation;
 mod writer;
 
 pub(crate) use page::{PageMut, PageView};
@@ -39,11 +42,15 @@ use crate::io::{AlignedBuf, IoMode, Storage};
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart};
 use cooling::{CoolingStage, InFlightRead};
 use epoch::Epochs;
+use lru::LruList;
 use page_ids::PageIds;
 use parking_lot::Mutex;
+use policy::Policy;
 use pool::{Pool, NO_PAGE};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use translation::TranslationTable;
 use writer::BackgroundWriter;
 
 /// Calls `visit(offset)` with the byte offset of every child swip on `page`, stopping early
@@ -68,8 +75,9 @@ pub(crate) struct BufferConfig {
     pub(crate) background_writer: bool,
 }
 
-/// The buffer manager. Shared through `Arc`; all methods take `&self`.
-pub(crate) struct BufferManager {
+/// The buffer manager. Shared through `Arc`; all methods take `&self`. `P` chooses the
+/// techniques (see [`policy`]); everything specific to an ablation is behind a `P::` constant.
+pub(crate) struct BufferManager<P: Policy> {
     pool: Pool,
     storage: Arc<dyn Storage>,
     epochs: Arc<Epochs>,
@@ -83,9 +91,14 @@ pub(crate) struct BufferManager {
     eviction_batch: usize,
     closed: AtomicBool,
     writer: Mutex<Option<BackgroundWriter>>,
+    /// Resident hot pages by page id (only without swizzling).
+    translation: TranslationTable,
+    /// Hot frames in access order (only with LRU replacement).
+    lru: Mutex<LruList>,
+    policy: PhantomData<P>,
 }
 
-impl BufferManager {
+impl<P: Policy> BufferManager<P> {
     /// Sets up the pool over `storage`, whose pages `1..page_count` exist (`free_pages` of them
     /// unused). `child_iterators` lists each page type that holds swips.
     pub(crate) fn new(
@@ -94,7 +107,7 @@ impl BufferManager {
         child_iterators: &[(PageType, ChildIterator)],
         page_count: u64,
         free_pages: Vec<u64>,
-    ) -> Result<Arc<BufferManager>> {
+    ) -> Result<Arc<BufferManager<P>>> {
         let pool = Pool::new(config.frames, config.page_size, config.prefault)
             .map_err(|e| Error::io("allocating the buffer pool", e))?;
         let mut iterators = [None; PageType::COUNT];
@@ -103,7 +116,13 @@ impl BufferManager {
         }
         let frames = config.frames as usize;
         let eviction_batch = (frames / 64).clamp(1, 64);
-        let cooling_target = ((frames as f64 * config.cooling_fraction) as usize)
+        // LRU picks its victims itself: the cooling stage only stages their eviction.
+        let cooling_fraction = if P::LEAN_EVICTION {
+            config.cooling_fraction
+        } else {
+            0.0
+        };
+        let cooling_target = ((frames as f64 * cooling_fraction) as usize)
             .max(eviction_batch * 2)
             .min(frames / 2);
         let manager = Arc::new(BufferManager {
@@ -119,8 +138,19 @@ impl BufferManager {
             eviction_batch,
             closed: AtomicBool::new(false),
             writer: Mutex::new(None),
+            translation: if P::SWIZZLING {
+                TranslationTable::unused()
+            } else {
+                TranslationTable::new()
+            },
+            lru: Mutex::new(LruList::new(if P::LEAN_EVICTION {
+                0
+            } else {
+                config.frames
+            })),
+            policy: PhantomData,
         });
-        if config.background_writer {
+        if config.background_writer && P::EVICTS {
             *manager.writer.lock() = Some(BackgroundWriter::start(&manager));
         }
         Ok(manager)
@@ -175,6 +205,62 @@ impl BufferManager {
             .count()
     }
 
+    /// Where the child reference `word` (read from a page) leads: a resident frame, or a page
+    /// that must be brought in (`Restart::Swizzle`). `None` for a malformed word. A frame found
+    /// through the translation table may be reused at any moment: confirm it with
+    /// [`Self::holds`] once its version or latch is taken.
+    #[inline]
+    pub(crate) fn child(&self, word: u64) -> Option<SwipTarget> {
+        let frames = self.frame_count();
+        if !P::EVICTS {
+            return Swip::decode_swizzled(word, frames).map(SwipTarget::Frame);
+        }
+        let target = Swip::decode(word, frames)?;
+        if P::SWIZZLING {
+            return Some(target);
+        }
+        match target {
+            SwipTarget::Page(page_id) => Some(
+                self.translation
+                    .lookup(page_id)
+                    .map_or(target, SwipTarget::Frame),
+            ),
+            SwipTarget::Frame(_) => None,
+        }
+    }
+
+    /// Whether `frame`, reached through [`Self::child`]`(word)`, still holds that page as a
+    /// hot page. Always true with swizzling: a swizzled swip is changed only under its page's
+    /// latch. Without, the frame may have gone cooling or been reused since the table lookup;
+    /// both happen under the frame's exclusive latch, so a later validation of the version
+    /// read before this check (or the latch held during it) makes the answer stick.
+    #[inline]
+    pub(crate) fn holds(&self, frame: FrameId, word: u64) -> bool {
+        if P::SWIZZLING {
+            return true;
+        }
+        let header = self.frame(frame);
+        header.state() == FrameState::Hot && Swip::unswizzled_word(header.page_id()) == word
+    }
+
+    /// The reference a parent stores for the resident page in `frame`.
+    #[inline]
+    pub(crate) fn reference(&self, frame: FrameId) -> u64 {
+        if P::SWIZZLING {
+            Swip::swizzled_word(frame)
+        } else {
+            Swip::unswizzled_word(self.frame(frame).page_id())
+        }
+    }
+
+    /// Records an access to the page in `frame` (LRU replacement only; free otherwise).
+    #[inline]
+    pub(crate) fn touch(&self, frame: FrameId) {
+        if !P::LEAN_EVICTION {
+            self.lru.lock().touch(frame);
+        }
+    }
+
     /// Runs `attempt` until it succeeds, inside an epoch each time, resolving its restarts:
     /// bringing pages in, freeing frames, and after repeated conflicts switching it to
     /// pessimistic latching. This is the only loop in which buffer-managed operations run.
@@ -186,7 +272,7 @@ impl BufferManager {
                 if self.closed.load(Ordering::Relaxed) {
                     return Err(Error::Closed);
                 }
-                let mode = if conflicts < OPTIMISTIC_ATTEMPTS {
+                let mode = if P::OPTIMISTIC && conflicts < OPTIMISTIC_ATTEMPTS {
                     LatchMode::Optimistic
                 } else {
                     LatchMode::Pessimistic
@@ -255,6 +341,10 @@ impl BufferManager {
         header.set_parent(parent);
         header.set_dirty(true);
         header.set_state(FrameState::Hot);
+        if !P::SWIZZLING && parent.is_some() {
+            self.translation.shard(page_id).insert(page_id, frame);
+        }
+        self.touch(frame);
         Ok((frame, guard))
     }
 
@@ -264,6 +354,12 @@ impl BufferManager {
         let header = self.frame(frame);
         debug_assert_eq!(header.state(), FrameState::Hot);
         let page_id = header.page_id();
+        if !P::SWIZZLING {
+            self.translation.shard(page_id).remove(&page_id);
+        }
+        if !P::LEAN_EVICTION {
+            self.lru.lock().remove(frame);
+        }
         header.set_page_id(&guard, NO_PAGE);
         header.set_state(FrameState::Free);
         header.set_dirty(false);
@@ -286,6 +382,7 @@ impl BufferManager {
                 let header = self.frame(frame);
                 header.set_parent(None);
                 header.set_state(FrameState::Hot);
+                self.touch(frame);
                 return Ok(frame);
             }
         }
@@ -318,6 +415,14 @@ impl BufferManager {
         if swip.word() != Swip::unswizzled_word(page_id) {
             return Ok(());
         }
+        // Without swizzling the swip stays as it is; the translation table says what is hot.
+        let mut shard = (!P::SWIZZLING).then(|| self.translation.shard(page_id));
+        if shard
+            .as_ref()
+            .is_some_and(|shard| shard.contains_key(&page_id))
+        {
+            return Ok(());
+        }
         let mut stage = self.cooling.lock();
         if let Some(frame) = stage.lookup(page_id) {
             stage.remove(&self.pool, frame, page_id);
@@ -328,18 +433,25 @@ impl BufferManager {
             }
             header.set_parent(Some(parent));
             header.set_state(FrameState::Hot);
-            self.page_mut(parent, &guard)
-                .set_swip(offset, Swip::swizzled(frame));
+            match shard.as_mut() {
+                Some(shard) => {
+                    shard.insert(page_id, frame);
+                }
+                None => self
+                    .page_mut(parent, &guard)
+                    .set_swip(offset, Swip::swizzled(frame)),
+            }
+            self.touch(frame);
             return Ok(());
         }
         if let Some(read) = stage.in_flight(page_id) {
-            drop((stage, guard));
+            drop((stage, shard, guard));
             self.count(Counter::ReadWaits, 1);
             read.wait();
             return Ok(());
         }
         let read = stage.start_read(page_id);
-        drop((stage, guard));
+        drop((stage, shard, guard));
         self.complete_read(page_id, &read)
     }
 
@@ -413,6 +525,9 @@ impl BufferManager {
             if let Some(frame) = self.pop_free_frame() {
                 return Ok(frame);
             }
+            if !P::EVICTS {
+                break;
+            }
             self.evict_batch()?;
             if round > 8 {
                 std::thread::yield_now();
@@ -434,7 +549,7 @@ impl BufferManager {
         }
         let cooling = self.cooling.lock().len();
         if cooling < self.cooling_target {
-            self.cool_random_pages(self.cooling_target - cooling);
+            self.cool_pages(self.cooling_target - cooling);
         }
         let mut freed = Vec::with_capacity(self.eviction_batch);
         let mut dirty = Vec::new();
@@ -487,26 +602,43 @@ impl BufferManager {
         Ok(())
     }
 
-    /// Unswizzles up to `wanted` random hot pages into the cooling stage.
-    fn cool_random_pages(&self, wanted: usize) {
-        let touched = self.fresh.load(Ordering::Acquire);
-        if touched == 0 {
-            return;
-        }
+    /// Moves up to `wanted` hot pages into the cooling stage: random ones, or with LRU
+    /// replacement the least recently used.
+    fn cool_pages(&self, wanted: usize) {
         let mut cooled = 0;
-        for _ in 0..wanted * 8 {
-            if cooled == wanted {
-                break;
+        if P::LEAN_EVICTION {
+            let touched = self.fresh.load(Ordering::Acquire);
+            if touched == 0 {
+                return;
             }
-            if self.try_unswizzle(fastrand::u32(..touched)) {
-                cooled += 1;
+            for _ in 0..wanted * 8 {
+                if cooled == wanted {
+                    break;
+                }
+                if self.try_unswizzle(fastrand::u32(..touched), true) {
+                    cooled += 1;
+                }
+            }
+        } else {
+            let victims = self.lru.lock().oldest(wanted * 8);
+            for victim in victims {
+                if cooled == wanted {
+                    break;
+                }
+                if self.try_unswizzle(victim, false) {
+                    cooled += 1;
+                }
             }
         }
     }
 
-    /// Tries to move the page in frame `start`, or a swizzled descendant of it, from hot to
-    /// cooling. Only non-blocking latch attempts: contended candidates are simply skipped.
-    fn try_unswizzle(&self, start: FrameId) -> bool {
+    /// Tries to move the page in frame `start` from hot to cooling, or, with
+    /// `follow_children`, a swizzled descendant of it if it has one (children go first). Only
+    /// non-blocking latch attempts: contended candidates are simply skipped.
+    fn try_unswizzle(&self, start: FrameId, follow_children: bool) -> bool {
+        if !P::SWIZZLING {
+            return self.try_untranslate(start);
+        }
         let mut candidate = start;
         for _ in 0..MAX_DEPTH {
             let header = self.frame(candidate);
@@ -517,6 +649,7 @@ impl BufferManager {
                 return false;
             }
             match self.swizzled_child(candidate) {
+                Some(_) if !follow_children => return false,
                 Some(child) => candidate = child,
                 None => break,
             }
@@ -556,8 +689,41 @@ impl BufferManager {
         stage.push_newest(&self.pool, candidate, page_id);
         drop(stage);
         drop(guard);
-        self.count(Counter::Unswizzles, 1);
+        self.cooled(candidate);
         true
+    }
+
+    /// `try_unswizzle` without swizzling: the hot page in `frame` leaves the translation
+    /// table for the cooling stage. Its parent holds a page id either way and is not touched.
+    fn try_untranslate(&self, frame: FrameId) -> bool {
+        let header = self.frame(frame);
+        let Some(guard) = header.latch.try_lock_exclusive() else {
+            return false;
+        };
+        if header.state() != FrameState::Hot || header.parent().is_none() {
+            return false; // roots stay hot
+        }
+        let page_id = header.page_id();
+        let mut shard = self.translation.shard(page_id);
+        let removed = shard.remove(&page_id);
+        debug_assert_eq!(removed, Some(frame), "hot page {page_id} not translated");
+        let mut stage = self.cooling.lock();
+        header
+            .cooling_epoch
+            .store(self.epochs.current(), Ordering::Relaxed);
+        header.set_state(FrameState::Cooling);
+        stage.push_newest(&self.pool, frame, page_id);
+        drop((stage, shard, guard));
+        self.cooled(frame);
+        true
+    }
+
+    /// Bookkeeping after the page in `frame` went from hot to cooling.
+    fn cooled(&self, frame: FrameId) {
+        if !P::LEAN_EVICTION {
+            self.lru.lock().remove(frame);
+        }
+        self.count(Counter::Unswizzles, 1);
     }
 
     fn child_iterator(&self, page: PageView<'_>) -> Option<ChildIterator> {

@@ -70,6 +70,14 @@ impl Swip {
             (link != 0 && link <= u64::from(frames)).then(|| SwipTarget::Frame((link - 1) as u32))
         }
     }
+
+    /// Decodes a word that must be swizzled (the in-memory policy, whose pages never leave the
+    /// pool); `None` for anything else.
+    #[inline]
+    pub(crate) fn decode_swizzled(word: u64, frames: u32) -> Option<FrameId> {
+        let index = (word >> 1).wrapping_sub(1);
+        (word & UNSWIZZLED_TAG == 0 && index < u64::from(frames)).then_some(index as FrameId)
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +95,9 @@ mod tests {
         let swip = Swip::unswizzled(9);
         swip.store(Swip::swizzled(2));
         assert_eq!(swip.target(4), Some(SwipTarget::Frame(2)));
+        assert_eq!(Swip::decode_swizzled(Swip::swizzled_word(3), 4), Some(3));
+        assert_eq!(Swip::decode_swizzled(Swip::swizzled_word(4), 4), None);
+        assert_eq!(Swip::decode_swizzled(Swip::unswizzled_word(2), 4), None);
+        assert_eq!(Swip::decode_swizzled(0, 4), None);
     }
 }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::io::{FaultKind, FaultyStorage, MemoryStorage};
+use policy::Lean;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Barrier;
 use std::time::Duration;
@@ -27,11 +28,11 @@ fn pattern_byte(child: u64, version: u64) -> u8 {
 }
 
 struct Fixture {
-    bm: Arc<BufferManager>,
+    bm: Arc<BufferManager<Lean>>,
     root: FrameId,
 }
 
-fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferManager> {
+fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferManager<Lean>> {
     let config = BufferConfig {
         page_size: PAGE,
         frames,
@@ -140,7 +141,7 @@ impl Fixture {
     /// Unswizzles child `index`, writes it and evicts it, so its next access reads the disk.
     fn push_out(&self, index: u64) {
         let frame = self.child_frame(index).expect("child is hot");
-        assert!(self.bm.try_unswizzle(frame));
+        assert!(self.bm.try_unswizzle(frame, true));
         self.bm.write_back(frame, true).unwrap();
         for _ in 0..100 {
             if self.bm.frame(frame).state() == FrameState::Free {
@@ -167,7 +168,7 @@ fn write_payload(page: &mut PageMut<'_>, child: u64, version: u64) {
 fn cooling_page_is_swizzled_again_without_io() {
     let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 2, false);
     let frame = fixture.child_frame(1).unwrap();
-    assert!(fixture.bm.try_unswizzle(frame));
+    assert!(fixture.bm.try_unswizzle(frame, true));
     assert_eq!(fixture.bm.frame(frame).state(), FrameState::Cooling);
     assert_eq!(fixture.child_frame(1), None, "swip is unswizzled");
     assert_eq!(fixture.access(1, false).unwrap(), 0);
@@ -186,11 +187,14 @@ fn parents_are_never_unswizzled_before_their_children() {
     let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 3, false);
     // The root has no parent; choosing it must pick a child instead, never the root.
     for _ in 0..3 {
-        assert!(fixture.bm.try_unswizzle(fixture.root));
+        assert!(fixture.bm.try_unswizzle(fixture.root, true));
     }
     assert_eq!(fixture.bm.frame(fixture.root).state(), FrameState::Hot);
     assert!((0..3).all(|i| fixture.child_frame(i).is_none()));
-    assert!(!fixture.bm.try_unswizzle(fixture.root), "roots stay hot");
+    assert!(
+        !fixture.bm.try_unswizzle(fixture.root, true),
+        "roots stay hot"
+    );
 }
 
 /// Reads through storage that sleeps, so that all threads fault while the read is in flight.
@@ -255,7 +259,7 @@ fn frame_is_not_reused_while_a_reader_is_inside_its_epoch() {
         wait_release.recv().unwrap();
     });
     wait_entered.recv().unwrap();
-    assert!(fixture.bm.try_unswizzle(frame));
+    assert!(fixture.bm.try_unswizzle(frame, true));
     fixture.bm.write_back(frame, true).unwrap();
     for _ in 0..20 {
         fixture.bm.evict_batch().unwrap();

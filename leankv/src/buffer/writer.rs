@@ -5,6 +5,7 @@
 //! when the manager is gone. Write errors are left for eviction to meet and report: the page
 //! simply stays dirty.
 
+use super::policy::Policy;
 use super::BufferManager;
 use parking_lot::{Condvar, Mutex};
 use std::sync::{Arc, Weak};
@@ -34,7 +35,7 @@ pub(crate) struct BackgroundWriter {
 }
 
 impl BackgroundWriter {
-    pub(crate) fn start(manager: &Arc<BufferManager>) -> BackgroundWriter {
+    pub(crate) fn start<P: Policy>(manager: &Arc<BufferManager<P>>) -> BackgroundWriter {
         let signal = Arc::new(Signal::default());
         let weak = Arc::downgrade(manager);
         let thread_signal = signal.clone();
@@ -71,7 +72,7 @@ impl Drop for BackgroundWriter {
     }
 }
 
-fn run(manager: Weak<BufferManager>, signal: &Signal) {
+fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
     loop {
         {
             let mut state = signal.state.lock();

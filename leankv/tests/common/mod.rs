@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use leankv::policy::Policy;
 use leankv::{Db, Options};
 use std::path::Path;
 
@@ -14,6 +15,11 @@ pub fn small(frames: usize) -> Options {
 
 pub fn open(dir: &Path, options: Options) -> Db {
     Db::open(dir, options).expect("open")
+}
+
+/// `open` with buffer-management policy `P` (the benchmarks' ablations).
+pub fn open_as<P: Policy>(dir: &Path, options: Options) -> Db<P> {
+    Db::open_with_policy(dir, options).expect("open")
 }
 
 /// Deterministic value for `key` at `version`, of varying length.

@@ -1,0 +1,81 @@
+//! Buffer-management policies: the engine as the paper builds it ([`Lean`]), the ablations of
+//! its Fig. 7 and an in-memory baseline, chosen by a type parameter of `Db`.
+//!
+//! Every choice is an associated constant, so each policy compiles to its own code: the default
+//! engine carries no test of a flag on its hot path, and the baselines carry none of leankv's
+//! shortcuts. The ablations exist to measure what each of the paper's three techniques is worth
+//! (`leankv-bench`); users want [`Lean`], which is what `Db` means without a parameter.
+
+/// How the buffer manager translates page references, chooses victims and synchronizes.
+pub trait Policy: Send + Sync + 'static {
+    /// Name used in benchmark output.
+    const NAME: &'static str;
+    /// Pages in memory are reached through swizzled swips (`true`), or every reference stays
+    /// a page id translated through a global, sharded hash table of resident pages (`false`).
+    const SWIZZLING: bool;
+    /// Victims are chosen by random unswizzling into the cooling FIFO (`true`), or in
+    /// least-recently-used order, which records every page access in a global LRU list
+    /// (`false`).
+    const LEAN_EVICTION: bool;
+    /// Readers validate versions instead of latching (`true`), or every access takes a shared
+    /// or exclusive latch, lock coupling down the tree (`false`).
+    const OPTIMISTIC: bool;
+    /// Pages leave memory when the pool is full (`true`); `false` is a plain in-memory tree:
+    /// child references are frame indexes with no tag to test, and a full pool is an error.
+    const EVICTS: bool;
+}
+
+/// The engine of the LeanStore paper: swizzling, random unswizzling + cooling FIFO,
+/// optimistic latches.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lean;
+
+impl Policy for Lean {
+    const NAME: &'static str = "leankv";
+    const SWIZZLING: bool = true;
+    const LEAN_EVICTION: bool = true;
+    const OPTIMISTIC: bool = true;
+    const EVICTS: bool = true;
+}
+
+/// leankv with any of its three techniques switched off (paper Fig. 7).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ablated<const SWIZZLING: bool, const LEAN_EVICTION: bool, const OPTIMISTIC: bool>;
+
+impl<const S: bool, const E: bool, const O: bool> Policy for Ablated<S, E, O> {
+    const NAME: &'static str = match (S, E, O) {
+        (true, true, true) => "leankv",
+        (false, true, true) => "hash-table",
+        (true, false, true) => "lru",
+        (true, true, false) => "pessimistic",
+        (false, false, false) => "traditional",
+        (false, false, true) => "hash-table+lru",
+        (false, true, false) => "hash-table+pessimistic",
+        (true, false, false) => "lru+pessimistic",
+    };
+    const SWIZZLING: bool = S;
+    const LEAN_EVICTION: bool = E;
+    const OPTIMISTIC: bool = O;
+    const EVICTS: bool = true;
+}
+
+/// Page translation through a hash table instead of swips.
+pub type HashTable = Ablated<false, true, true>;
+/// LRU replacement instead of random unswizzling and the cooling FIFO.
+pub type Lru = Ablated<true, false, true>;
+/// Shared and exclusive latches instead of optimistic ones.
+pub type Pessimistic = Ablated<true, true, false>;
+/// All three techniques off: a traditional buffer manager (the paper's "baseline").
+pub type Traditional = Ablated<false, false, false>;
+
+/// The same tree on plain memory, with no replacement at all: the pool must hold all data.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InMemory;
+
+impl Policy for InMemory {
+    const NAME: &'static str = "inmem";
+    const SWIZZLING: bool = true;
+    const LEAN_EVICTION: bool = true;
+    const OPTIMISTIC: bool = true;
+    const EVICTS: bool = false;
+}
