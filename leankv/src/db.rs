@@ -424,6 +424,13 @@ impl<P: Policy> Db<P> {
         &self.shared.path
     }
 
+    /// The page ids of every page access since the last call, in order, when the policy
+    /// records them ([`policy::Traced`](crate::policy::Traced)); empty otherwise. Input for
+    /// replacement-policy simulation.
+    pub fn take_access_trace(&self) -> Vec<u64> {
+        self.shared.bm.take_trace()
+    }
+
     /// Flushes, then walks every tree on disk checking checksums, node structure, key order,
     /// fence keys and page ownership. Run it while no writes are in flight.
     pub fn check_integrity(&self) -> Result<IntegrityReport> {

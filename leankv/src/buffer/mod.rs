@@ -95,6 +95,8 @@ pub(crate) struct BufferManager<P: Policy> {
     translation: TranslationTable,
     /// Hot frames in access order (only with LRU replacement).
     lru: Mutex<LruList>,
+    /// Page ids in access order (only for tracing policies).
+    trace: Mutex<Vec<u64>>,
     policy: PhantomData<P>,
 }
 
@@ -148,6 +150,7 @@ impl<P: Policy> BufferManager<P> {
             } else {
                 config.frames
             })),
+            trace: Mutex::new(Vec::new()),
             policy: PhantomData,
         });
         if config.background_writer && P::EVICTS {
@@ -253,12 +256,28 @@ impl<P: Policy> BufferManager<P> {
         }
     }
 
-    /// Records an access to the page in `frame` (LRU replacement only; free otherwise).
+    /// Records an access to the page in `frame` (LRU replacement and tracing only; free
+    /// otherwise).
     #[inline]
     pub(crate) fn touch(&self, frame: FrameId) {
         if !P::LEAN_EVICTION {
             self.lru.lock().touch(frame);
         }
+        if P::TRACE {
+            self.trace.lock().push(self.frame(frame).page_id());
+        }
+    }
+
+    /// Links a page that just became hot into the LRU list (LRU replacement only).
+    fn made_hot(&self, frame: FrameId) {
+        if !P::LEAN_EVICTION {
+            self.lru.lock().touch(frame);
+        }
+    }
+
+    /// The page accesses recorded since the last call (tracing policies only).
+    pub(crate) fn take_trace(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.trace.lock())
     }
 
     /// Runs `attempt` until it succeeds, inside an epoch each time, resolving its restarts:
@@ -344,7 +363,7 @@ impl<P: Policy> BufferManager<P> {
         if !P::SWIZZLING && parent.is_some() {
             self.translation.shard(page_id).insert(page_id, frame);
         }
-        self.touch(frame);
+        self.made_hot(frame);
         Ok((frame, guard))
     }
 
@@ -382,7 +401,7 @@ impl<P: Policy> BufferManager<P> {
                 let header = self.frame(frame);
                 header.set_parent(None);
                 header.set_state(FrameState::Hot);
-                self.touch(frame);
+                self.made_hot(frame);
                 return Ok(frame);
             }
         }
@@ -441,7 +460,7 @@ impl<P: Policy> BufferManager<P> {
                     .page_mut(parent, &guard)
                     .set_swip(offset, Swip::swizzled(frame)),
             }
-            self.touch(frame);
+            self.made_hot(frame);
             return Ok(());
         }
         if let Some(read) = stage.in_flight(page_id) {

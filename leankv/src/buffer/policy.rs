@@ -23,6 +23,9 @@ pub trait Policy: Send + Sync + 'static {
     /// Pages leave memory when the pool is full (`true`); `false` is a plain in-memory tree:
     /// child references are frame indexes with no tag to test, and a full pool is an error.
     const EVICTS: bool;
+    /// Every page access is appended to an access trace (`Db::take_access_trace`), for the
+    /// replacement-policy simulator.
+    const TRACE: bool = false;
 }
 
 /// The engine of the LeanStore paper: swizzling, random unswizzling + cooling FIFO,
@@ -67,6 +70,19 @@ pub type Lru = Ablated<true, false, true>;
 pub type Pessimistic = Ablated<true, true, false>;
 /// All three techniques off: a traditional buffer manager (the paper's "baseline").
 pub type Traditional = Ablated<false, false, false>;
+
+/// [`Lean`] that also records the page id of every page access, in order.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Traced;
+
+impl Policy for Traced {
+    const NAME: &'static str = "leankv-traced";
+    const SWIZZLING: bool = true;
+    const LEAN_EVICTION: bool = true;
+    const OPTIMISTIC: bool = true;
+    const EVICTS: bool = true;
+    const TRACE: bool = true;
+}
 
 /// The same tree on plain memory, with no replacement at all: the pool must hold all data.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,0 +1,221 @@
+//! The key-value interface every benchmarked engine is driven through, and the engines built
+//! from leankv itself: the engine, its ablations (paper Fig. 7) and the in-memory baseline.
+//! Peer engines live in `peers` behind cargo features.
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use leankv::policy::{HashTable, InMemory, Lean, Lru, Pessimistic, Policy, Traditional};
+use leankv::{Db, Options, Tree};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Page I/O an engine has done so far (engines that cannot tell report zeros).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoCounters {
+    pub page_reads: u64,
+    pub page_writes: u64,
+}
+
+/// What the drivers need from an engine. Implementations are shared by all worker threads.
+pub trait Engine: Send + Sync {
+    /// Copies the value of `key` into `value`; false if absent.
+    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
+    /// Inserts or overwrites.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Inserts many pairs (the loader's path; engines with costly commits batch them).
+    fn put_batch(&self, pairs: &[([u8; 8], Vec<u8>)]) -> Result<()> {
+        pairs
+            .iter()
+            .try_for_each(|(key, value)| self.put(key, value))
+    }
+    /// Reads up to `count` pairs from `start` on; returns how many there were.
+    fn scan(&self, start: &[u8], count: usize) -> Result<usize>;
+    fn io(&self) -> IoCounters {
+        IoCounters::default()
+    }
+    /// Makes everything written so far durable (or as durable as the engine gets).
+    fn flush(&self) -> Result<()>;
+    /// Settings a reader of the results needs: memory budget, durability, compression.
+    fn settings(&self) -> String;
+}
+
+/// Every engine the benchmarks know, whether or not this build includes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// leankv as built: swizzling, cooling-stage replacement, optimistic latches.
+    Leankv,
+    /// Ablation: page translation through a sharded hash table instead of swips.
+    HashTable,
+    /// Ablation: LRU list updated on every access instead of random unswizzling + FIFO.
+    Lru,
+    /// Ablation: shared/exclusive latch coupling instead of optimistic latches.
+    Pessimistic,
+    /// All three ablations: a traditional buffer manager.
+    Traditional,
+    /// The same tree on plain memory, no replacement (the pool must hold everything).
+    Inmem,
+    /// RocksDB (feature `rocksdb`).
+    Rocksdb,
+    /// LMDB through heed (feature `lmdb`).
+    Lmdb,
+    /// redb (feature `redb`).
+    Redb,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Leankv => Lean::NAME,
+            EngineKind::HashTable => HashTable::NAME,
+            EngineKind::Lru => Lru::NAME,
+            EngineKind::Pessimistic => Pessimistic::NAME,
+            EngineKind::Traditional => Traditional::NAME,
+            EngineKind::Inmem => InMemory::NAME,
+            EngineKind::Rocksdb => "rocksdb",
+            EngineKind::Lmdb => "lmdb",
+            EngineKind::Redb => "redb",
+        }
+    }
+
+    /// Engines that share leankv's file format: data loaded once serves all of them.
+    pub fn uses_leankv_files(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Leankv
+                | EngineKind::HashTable
+                | EngineKind::Lru
+                | EngineKind::Pessimistic
+                | EngineKind::Traditional
+        )
+    }
+
+    /// Engines whose memory is the OS page cache (to be capped by a memory cgroup).
+    pub fn uses_page_cache(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Rocksdb | EngineKind::Lmdb | EngineKind::Redb
+        )
+    }
+}
+
+/// How an engine is set up for a run.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Memory budget for cached pages, in bytes.
+    pub pool_bytes: usize,
+    pub cooling_fraction: f64,
+    pub direct_io: bool,
+}
+
+impl Setup {
+    fn leankv_options(&self) -> Options {
+        Options::default()
+            .pool_size(self.pool_bytes)
+            .cooling_fraction(self.cooling_fraction)
+            .direct_io(self.direct_io)
+    }
+}
+
+/// Opens engine `kind` with its files in `dir` (created if missing).
+pub fn open(kind: EngineKind, dir: &Path, setup: &Setup) -> Result<Arc<dyn Engine>> {
+    let engine: Arc<dyn Engine> = match kind {
+        EngineKind::Leankv => Arc::new(LeanEngine::<Lean>::open(dir, setup)?),
+        EngineKind::HashTable => Arc::new(LeanEngine::<HashTable>::open(dir, setup)?),
+        EngineKind::Lru => Arc::new(LeanEngine::<Lru>::open(dir, setup)?),
+        EngineKind::Pessimistic => Arc::new(LeanEngine::<Pessimistic>::open(dir, setup)?),
+        EngineKind::Traditional => Arc::new(LeanEngine::<Traditional>::open(dir, setup)?),
+        EngineKind::Inmem => Arc::new(LeanEngine::<InMemory>::open_in_memory(dir, setup)?),
+        EngineKind::Rocksdb | EngineKind::Lmdb | EngineKind::Redb => {
+            crate::peers::open(kind, dir, setup)?
+        }
+    };
+    Ok(engine)
+}
+
+/// leankv under buffer-management policy `P`.
+pub struct LeanEngine<P: Policy> {
+    db: Db<P>,
+    tree: Tree<P>,
+    settings: String,
+}
+
+impl<P: Policy> LeanEngine<P> {
+    fn open(dir: &Path, setup: &Setup) -> Result<Self> {
+        let db = Db::<P>::open_with_policy(dir, setup.leankv_options())
+            .with_context(|| format!("opening {} in {}", P::NAME, dir.display()))?;
+        Self::with_db(db, setup)
+    }
+
+    /// The in-memory policy keeps its pages in a `MemoryStorage` that nothing reads back.
+    fn open_in_memory(dir: &Path, setup: &Setup) -> Result<Self> {
+        let storage = Arc::new(leankv::io::MemoryStorage::new());
+        let options = setup.leankv_options().background_writer(false);
+        let db = Db::<P>::open_with_storage_and_policy(dir, options, storage)
+            .with_context(|| format!("opening {}", P::NAME))?;
+        Self::with_db(db, setup)
+    }
+
+    fn with_db(db: Db<P>, setup: &Setup) -> Result<Self> {
+        let tree = db.open_tree("ycsb")?;
+        let stats = db.stats();
+        let settings = format!(
+            "pool {} MiB, {} KiB pages, cooling {:.0}%, I/O {:?}, no WAL (flush on close)",
+            setup.pool_bytes >> 20,
+            stats.page_size >> 10,
+            setup.cooling_fraction * 100.0,
+            stats.io_mode,
+        );
+        Ok(LeanEngine { db, tree, settings })
+    }
+}
+
+impl<P: Policy> Engine for LeanEngine<P> {
+    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        value.clear();
+        Ok(self
+            .tree
+            .get_with(key, |found| value.extend_from_slice(found))?
+            .is_some())
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.tree.insert(key, value)?)
+    }
+
+    fn scan(&self, start: &[u8], count: usize) -> Result<usize> {
+        let mut seen = 0;
+        for item in self.tree.range(start..).take(count) {
+            item?;
+            seen += 1;
+        }
+        Ok(seen)
+    }
+
+    fn io(&self) -> IoCounters {
+        let stats = self.db.stats();
+        IoCounters {
+            page_reads: stats.page_reads,
+            page_writes: stats.page_writes,
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        if !P::EVICTS {
+            return Ok(()); // nothing to make durable: its storage is memory
+        }
+        Ok(self.db.flush()?)
+    }
+
+    fn settings(&self) -> String {
+        self.settings.clone()
+    }
+}
+
+/// Fails with the feature to enable for an engine left out of this build.
+pub fn not_built(kind: EngineKind, feature: &str) -> Result<Arc<dyn Engine>> {
+    bail!(
+        "{} is not part of this build: rebuild with `--features {feature}` (or `peers`)",
+        kind.name()
+    )
+}

@@ -1,0 +1,311 @@
+//! `leankv-bench`: the benchmark driver. Without arguments it runs the headline comparison
+//! (README's main job); subcommands run YCSB-style suites, measure the device with fio,
+//! render plots from result files and simulate replacement policies on page-access traces.
+
+mod device;
+mod engine;
+mod peers;
+mod plot;
+mod report;
+mod sim;
+mod suite;
+mod workload;
+mod ycsb;
+
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use engine::EngineKind;
+use std::path::PathBuf;
+use std::time::Duration;
+use suite::{PoolSize, Suite};
+use workload::{Distribution, Mix};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Benchmarks for leankv: the engine vs. its ablations, baselines and peers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The headline (also the default): uniform lookups with data in memory on leankv, the
+    /// in-memory tree and the traditional buffer manager, then leankv with data 5x the pool.
+    Headline {
+        /// Records to load.
+        #[arg(long, default_value_t = 2_000_000)]
+        records: u64,
+        /// Seconds per measured run.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// YCSB-style suite: every engine x cooling x threads x distribution.
+    Ycsb(YcsbArgs),
+    /// Random-read IOPS and sequential read bandwidth of the data directory's device (fio).
+    Device {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Seconds per fio job.
+        #[arg(long, default_value_t = 15)]
+        seconds: u64,
+    },
+    /// Render a plot from a results file.
+    Plot(plot_cmd::PlotArgs),
+    /// Replay a page-access trace through replacement policies and print their hit rates.
+    Sim(sim::SimArgs),
+}
+
+#[derive(Args, Clone)]
+struct CommonArgs {
+    /// Where databases are kept between runs (loads are reused).
+    #[arg(long, default_value = "bench-data")]
+    dir: PathBuf,
+    /// JSON-lines file every run is appended to.
+    #[arg(long, default_value = "bench/results/results.jsonl")]
+    results: PathBuf,
+    /// Use O_DIRECT for leankv's page file (and direct reads for RocksDB).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    direct_io: bool,
+}
+
+#[derive(Args)]
+struct YcsbArgs {
+    /// Engines, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "leankv")]
+    engines: Vec<EngineKind>,
+    #[arg(long, default_value_t = 2_000_000)]
+    records: u64,
+    #[arg(long, default_value_t = 120)]
+    value_size: usize,
+    /// Thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    threads: Vec<usize>,
+    /// Key distributions, comma-separated: uniform, zipf:<θ> or θ (e.g. 0.5,0.75,1,1.25).
+    #[arg(long, value_delimiter = ',', default_value = "uniform")]
+    distribution: Vec<Distribution>,
+    /// Operation mix: a YCSB preset a-f, or e.g. read=0.9,update=0.1.
+    #[arg(long, default_value = "c")]
+    mix: Mix,
+    /// Seconds per measured run.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Seconds of unmeasured warm-up when the data exceeds the pool.
+    #[arg(long, default_value_t = 10)]
+    warmup: u64,
+    /// Memory budget: bytes (512M, 2G) or a multiple of the data size (0.2x).
+    #[arg(long, default_value = "2x")]
+    pool: PoolSize,
+    /// Cooling fractions for leankv-based engines, comma-separated (Fig. 11 sweep).
+    #[arg(long, value_delimiter = ',', default_value = "0.1")]
+    cooling: Vec<f64>,
+    /// Label stored with every record (defaults to a time stamp).
+    #[arg(long)]
+    label: Option<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command.unwrap_or(Command::Headline {
+        records: 2_000_000,
+        duration: 10,
+        common: CommonArgs {
+            dir: "bench-data".into(),
+            results: "bench/results/results.jsonl".into(),
+            direct_io: true,
+        },
+    }) {
+        Command::Headline {
+            records,
+            duration,
+            common,
+        } => headline(records, duration, &common),
+        Command::Ycsb(args) => ycsb_suite(args),
+        Command::Device { common, seconds } => {
+            device::measure(&common.dir, &common.results, seconds).map(drop)
+        }
+        Command::Plot(args) => plot_cmd::run(&args),
+        Command::Sim(args) => sim::run(&args),
+    }
+}
+
+fn default_label(kind: &str) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{kind}-{secs}")
+}
+
+fn ycsb_suite(args: YcsbArgs) -> Result<()> {
+    if args.threads.contains(&0) || args.cooling.iter().any(|c| !(0.0..1.0).contains(c)) {
+        bail!("threads must be positive and cooling fractions in [0, 1)");
+    }
+    let suite = Suite {
+        label: args.label.unwrap_or_else(|| default_label("ycsb")),
+        engines: args.engines,
+        records: args.records,
+        value_size: args.value_size,
+        threads: args.threads,
+        distributions: args.distribution,
+        mix: args.mix,
+        duration: Duration::from_secs(args.duration),
+        warmup: Duration::from_secs(args.warmup),
+        pool: args.pool,
+        cooling: args.cooling,
+        direct_io: args.common.direct_io,
+        data_dir: args.common.dir,
+        results: args.common.results,
+    };
+    suite::run(&suite)?;
+    println!(
+        "results appended to {} (label {})",
+        suite.results.display(),
+        suite.label
+    );
+    Ok(())
+}
+
+/// README's main job: in memory, leankv vs. the in-memory tree vs. a traditional buffer
+/// manager; beyond memory, leankv with a pool a fifth of the data. Table, JSON and a plot.
+fn headline(records: u64, duration: u64, common: &CommonArgs) -> Result<()> {
+    let label = default_label("headline");
+    let base = Suite {
+        label: label.clone(),
+        engines: vec![
+            EngineKind::Leankv,
+            EngineKind::Inmem,
+            EngineKind::Traditional,
+        ],
+        records,
+        value_size: 120,
+        threads: vec![1, 2],
+        distributions: vec![Distribution::Uniform],
+        mix: Mix::preset('c').expect("preset c exists"),
+        duration: Duration::from_secs(duration),
+        warmup: Duration::from_secs(duration),
+        pool: PoolSize::OfData(2.0),
+        cooling: vec![0.1],
+        direct_io: common.direct_io,
+        data_dir: common.dir.clone(),
+        results: common.results.clone(),
+    };
+    println!("== in memory: {records} records, uniform lookups ==");
+    let mut all = suite::run(&base)?;
+    println!("\n== beyond memory: pool = data / 5 ==");
+    all.extend(suite::run(&Suite {
+        engines: vec![EngineKind::Leankv],
+        pool: PoolSize::OfData(0.2),
+        ..base
+    })?);
+    println!("\n== headline ==\n{}", suite::table(&all).render());
+    let plot_path = common.results.with_file_name(format!("{label}.svg"));
+    let values: Vec<serde_json::Value> = all
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    plot::engines(
+        &values,
+        &format!("uniform lookups, {records} records (leankv beyond memory: pool = data/5)"),
+        plot_cmd::bar_label,
+        &plot_path,
+    )?;
+    println!(
+        "results appended to {}, plot in {}",
+        common.results.display(),
+        plot_path.display()
+    );
+    Ok(())
+}
+
+mod plot_cmd {
+    //! The `plot` subcommand: selects records from a results file and renders one figure.
+    use super::*;
+    use serde_json::Value;
+
+    #[derive(Args)]
+    pub struct PlotArgs {
+        /// Results file to read.
+        #[arg(long, default_value = "bench/results/results.jsonl")]
+        results: PathBuf,
+        /// Records with this label (default: the label of the last record).
+        #[arg(long)]
+        label: Option<String>,
+        /// `engines` (bars), `zipf` (throughput vs θ) or `cooling` (throughput vs cooling %).
+        #[arg(long, default_value = "engines")]
+        kind: String,
+        /// Output SVG file.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value = "")]
+        title: String,
+    }
+
+    pub fn bar_label(record: &Value) -> String {
+        let pool = record["pool_to_data"].as_f64().unwrap_or(0.0);
+        let place = if pool >= 1.0 {
+            "in memory".to_string()
+        } else {
+            format!("pool={pool:.2}x data")
+        };
+        format!(
+            "{} {}T {}",
+            record["engine"].as_str().unwrap_or("?"),
+            record["threads"],
+            place
+        )
+    }
+
+    pub fn run(args: &PlotArgs) -> Result<()> {
+        let all = report::read_records(&args.results)?;
+        let Some(label) = args.label.clone().or_else(|| {
+            all.last()
+                .and_then(|r| r["label"].as_str().map(String::from))
+        }) else {
+            bail!("{} holds no records", args.results.display());
+        };
+        let records: Vec<Value> = all.into_iter().filter(|r| r["label"] == label).collect();
+        if records.is_empty() {
+            bail!("no records labelled {label:?}");
+        }
+        let title = if args.title.is_empty() {
+            &label
+        } else {
+            &args.title
+        };
+        match args.kind.as_str() {
+            "engines" => plot::engines(&records, title, bar_label, &args.out)?,
+            "zipf" => plot::lines(&records, title, "theta", "Zipf θ", &args.out)?,
+            "cooling" => {
+                let records: Vec<Value> = records
+                    .iter()
+                    .cloned()
+                    .map(|mut r| {
+                        let percent = r["cooling_fraction"].as_f64().unwrap_or(0.0) * 100.0;
+                        r["cooling_percent"] = percent.into();
+                        r
+                    })
+                    .collect();
+                plot::lines(
+                    &records,
+                    title,
+                    "cooling_percent",
+                    "cooling stage, % of pool",
+                    &args.out,
+                )?
+            }
+            other => bail!("unknown plot kind {other:?} (engines, zipf, cooling)"),
+        }
+        println!(
+            "plotted {} records into {}",
+            records.len(),
+            args.out.display()
+        );
+        Ok(())
+    }
+}

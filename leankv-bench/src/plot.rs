@@ -1,0 +1,244 @@
+//! SVG plots of result records (plotters' SVG backend: no system fonts or libraries needed).
+//!
+//! * [`engines`]: throughput per engine and thread count, one bar each (the headline, Fig. 7).
+//! * [`lines`]: throughput over a swept parameter (Zipf θ as in Fig. 10, cooling percentage
+//!   as in Fig. 11), one line per engine and thread count, with the page-read rate of each
+//!   line dashed on a second axis.
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use serde_json::Value;
+use std::path::Path;
+
+const SIZE: (u32, u32) = (900, 540);
+
+/// x, operations per second, page reads per second.
+type Point = (f64, f64, f64);
+
+fn series_color(index: usize) -> RGBColor {
+    const PALETTE: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+    ];
+    PALETTE[index % PALETTE.len()]
+}
+
+fn number(record: &Value, field: &str) -> f64 {
+    record[field].as_f64().unwrap_or(0.0)
+}
+
+fn text(record: &Value, field: &str) -> String {
+    match &record[field] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
+    anyhow!("plotting: {error:?}")
+}
+
+/// One bar per record: label `bar_label(record)`, height `ops_per_s`.
+pub fn engines(
+    records: &[Value],
+    title: &str,
+    bar_label: impl Fn(&Value) -> String,
+    path: &Path,
+) -> Result<()> {
+    if records.is_empty() {
+        return Err(anyhow!("no records to plot"));
+    }
+    let labels: Vec<String> = records.iter().map(&bar_label).collect();
+    let top = records
+        .iter()
+        .map(|r| number(r, "ops_per_s"))
+        .fold(0.0, f64::max)
+        * 1.15;
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let count = records.len();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(110)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..count as f64, 0f64..top)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(count * 2 + 1)
+        .x_label_formatter(&|x| {
+            let index = x.floor() as usize;
+            if (x - index as f64 - 0.5).abs() < 1e-6 && index < labels.len() {
+                labels[index].clone()
+            } else {
+                String::new()
+            }
+        })
+        .x_label_style(
+            ("sans-serif", 12)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        )
+        .y_desc("operations per second")
+        .y_label_formatter(&|y| format!("{:.0}K", y / 1000.0))
+        .draw()
+        .map_err(plot_error)?;
+    chart
+        .draw_series(records.iter().enumerate().map(|(i, record)| {
+            let height = number(record, "ops_per_s");
+            Rectangle::new(
+                [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, height)],
+                series_color(i).filled(),
+            )
+        }))
+        .map_err(plot_error)?;
+    chart
+        .draw_series(records.iter().enumerate().map(|(i, record)| {
+            let height = number(record, "ops_per_s");
+            Text::new(
+                format!("{:.0}K", height / 1000.0),
+                (i as f64 + 0.25, height + top * 0.02),
+                ("sans-serif", 12),
+            )
+        }))
+        .map_err(plot_error)?;
+    root.present().map_err(plot_error)?;
+    Ok(())
+}
+
+/// Throughput over `x_field` (one line per engine and thread count) with each line's page
+/// reads per second dashed against the right axis.
+pub fn lines(
+    records: &[Value],
+    title: &str,
+    x_field: &str,
+    x_desc: &str,
+    path: &Path,
+) -> Result<()> {
+    let mut groups: Vec<(String, Vec<Point>)> = Vec::new();
+    for record in records {
+        let name = format!("{} {}T", text(record, "engine"), number(record, "threads"));
+        let point = (
+            number(record, x_field),
+            number(record, "ops_per_s"),
+            number(record, "page_reads_per_s"),
+        );
+        match groups.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, points)) => points.push(point),
+            None => groups.push((name, vec![point])),
+        }
+    }
+    if groups.is_empty() {
+        return Err(anyhow!("no records to plot"));
+    }
+    for (_, points) in &mut groups {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let all = || groups.iter().flat_map(|(_, points)| points.iter());
+    let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let x_max = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let x_range = if x_max > x_min {
+        x_min..x_max
+    } else {
+        x_min - 1.0..x_max + 1.0
+    };
+    let ops_top = all().map(|p| p.1).fold(0.0, f64::max) * 1.1 + 1.0;
+    let reads_top = all().map(|p| p.2).fold(0.0, f64::max) * 1.1 + 1.0;
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .right_y_label_area_size(80)
+        .build_cartesian_2d(x_range.clone(), 0f64..ops_top)
+        .map_err(plot_error)?
+        .set_secondary_coord(x_range, 0f64..reads_top);
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc("operations per second (solid)")
+        .y_label_formatter(&|y| format!("{:.0}K", y / 1000.0))
+        .draw()
+        .map_err(plot_error)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("page reads per second (dashed)")
+        .y_label_formatter(&|y| format!("{:.0}K", y / 1000.0))
+        .draw()
+        .map_err(plot_error)?;
+    for (index, (name, points)) in groups.iter().enumerate() {
+        let color = series_color(index);
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().map(|p| (p.0, p.1)),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_error)?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|p| Circle::new((p.0, p.1), 3, color.filled())),
+            )
+            .map_err(plot_error)?;
+        if points.iter().any(|p| p.2 > 0.0) {
+            chart
+                .draw_secondary_series(DashedLineSeries::new(
+                    points.iter().map(|p| (p.0, p.2)),
+                    6,
+                    4,
+                    color.stroke_width(1),
+                ))
+                .map_err(plot_error)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(plot_error)?;
+    root.present().map_err(plot_error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plots_render_to_svg_with_every_label() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = vec![
+            json!({"engine": "leankv", "threads": 1, "ops_per_s": 700000.0, "theta": 0.5, "page_reads_per_s": 0.0}),
+            json!({"engine": "leankv", "threads": 1, "ops_per_s": 900000.0, "theta": 1.0, "page_reads_per_s": 100.0}),
+            json!({"engine": "traditional", "threads": 1, "ops_per_s": 300000.0, "theta": 0.5, "page_reads_per_s": 50.0}),
+        ];
+        let bars = dir.path().join("bars.svg");
+        engines(&records, "headline", |r| text(r, "engine"), &bars).unwrap();
+        let svg = std::fs::read_to_string(&bars).unwrap();
+        assert!(svg.contains("traditional") && svg.contains("700K"), "{svg}");
+        let curve = dir.path().join("zipf.svg");
+        lines(&records, "zipf", "theta", "Zipf θ", &curve).unwrap();
+        let svg = std::fs::read_to_string(&curve).unwrap();
+        assert!(
+            svg.contains("leankv 1T") && svg.contains("<polyline"),
+            "{svg}"
+        );
+        assert!(engines(&[], "empty", |r| text(r, "engine"), &bars).is_err());
+    }
+}

@@ -1,0 +1,422 @@
+//! A suite of YCSB runs: every engine × cooling fraction × thread count × distribution, side
+//! by side in one invocation, with data loaded once per file format and reused across runs
+//! (and across invocations: a `.loaded` marker records a finished load).
+
+use crate::engine::{self, Engine, EngineKind, Setup};
+use crate::report::{self, Latency, Machine, Table};
+use crate::workload::{Distribution, Mix};
+use crate::ycsb::{self, RunSpec};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+/// The memory budget of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PoolSize {
+    Bytes(usize),
+    /// A multiple of the data's size on disk (0.2 = data five times the pool).
+    OfData(f64),
+}
+
+impl std::str::FromStr for PoolSize {
+    type Err = String;
+
+    /// `512M`, `2G`, or `0.2x` (a fraction of the data size).
+    fn from_str(text: &str) -> Result<PoolSize, String> {
+        let number = |digits: &str| {
+            digits
+                .parse::<f64>()
+                .ok()
+                .filter(|n| *n > 0.0 && n.is_finite())
+                .ok_or_else(|| format!("{text:?}: expected e.g. 512M, 2G or 0.2x"))
+        };
+        let (digits, unit) = text.split_at(text.len().saturating_sub(1));
+        match unit {
+            "x" => Ok(PoolSize::OfData(number(digits)?)),
+            "M" | "m" => Ok(PoolSize::Bytes(
+                (number(digits)? * (1 << 20) as f64) as usize,
+            )),
+            "G" | "g" => Ok(PoolSize::Bytes(
+                (number(digits)? * (1 << 30) as f64) as usize,
+            )),
+            _ => Err(format!("{text:?}: expected e.g. 512M, 2G or 0.2x")),
+        }
+    }
+}
+
+impl PoolSize {
+    fn bytes(self, data_bytes: u64) -> usize {
+        match self {
+            PoolSize::Bytes(bytes) => bytes,
+            PoolSize::OfData(factor) => (data_bytes as f64 * factor) as usize,
+        }
+    }
+}
+
+/// What a suite runs.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub label: String,
+    pub engines: Vec<EngineKind>,
+    pub records: u64,
+    pub value_size: usize,
+    pub threads: Vec<usize>,
+    pub distributions: Vec<Distribution>,
+    pub mix: Mix,
+    pub duration: Duration,
+    /// Unmeasured run before the measured ones when the data does not fit the pool.
+    pub warmup: Duration,
+    pub pool: PoolSize,
+    pub cooling: Vec<f64>,
+    pub direct_io: bool,
+    pub data_dir: PathBuf,
+    pub results: PathBuf,
+}
+
+/// One measured run, as saved to the results file.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub benchmark: &'static str,
+    pub label: String,
+    pub unix_time: u64,
+    pub engine: &'static str,
+    pub engine_settings: String,
+    pub records: u64,
+    pub value_size: usize,
+    pub data_bytes: u64,
+    pub pool_bytes: usize,
+    pub pool_to_data: f64,
+    pub cooling_fraction: f64,
+    pub threads: usize,
+    pub distribution: String,
+    pub theta: f64,
+    pub mix: String,
+    pub duration_s: f64,
+    pub ops: u64,
+    pub ops_per_s: f64,
+    pub ops_by_kind: BTreeMap<&'static str, u64>,
+    pub latency: Latency,
+    pub page_reads_per_s: f64,
+    pub page_writes_per_s: f64,
+    pub peak_rss_bytes: u64,
+    pub direct_io: bool,
+    pub machine: Machine,
+}
+
+/// Runs the suite, appending each run to the results file and printing a table at the end.
+pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
+    std::fs::create_dir_all(&suite.data_dir)
+        .with_context(|| format!("creating {}", suite.data_dir.display()))?;
+    let machine = Machine::probe(&suite.data_dir);
+    let mut records = Vec::new();
+    for &kind in &suite.engines {
+        let coolings: &[f64] = if kind.uses_leankv_files() {
+            &suite.cooling
+        } else {
+            &suite.cooling[..1]
+        };
+        for &cooling in coolings {
+            records.extend(run_engine(suite, kind, cooling, &machine)?);
+        }
+    }
+    println!("{}", table(&records).render());
+    Ok(records)
+}
+
+/// Where engine `kind` keeps this suite's data.
+fn data_path(suite: &Suite, kind: EngineKind) -> PathBuf {
+    let format = if kind.uses_leankv_files() {
+        "leankv"
+    } else {
+        kind.name()
+    };
+    suite
+        .data_dir
+        .join(format!("{format}-{}x{}", suite.records, suite.value_size))
+}
+
+/// Pool for loading: generous, so that loading measures inserts rather than eviction.
+fn load_setup(suite: &Suite) -> Setup {
+    let estimate = suite.records as usize * (suite.value_size + 8) * 2;
+    Setup {
+        pool_bytes: estimate.clamp(64 << 20, 8 << 30),
+        cooling_fraction: 0.1,
+        direct_io: suite.direct_io,
+    }
+}
+
+/// Loads the suite's records into `path` unless a previous load finished there.
+fn ensure_loaded(suite: &Suite, kind: EngineKind, path: &Path) -> Result<()> {
+    let marker = path.join(".loaded");
+    if marker.exists() {
+        return Ok(());
+    }
+    if path.exists() {
+        std::fs::remove_dir_all(path)?;
+    }
+    let loader = if kind.uses_leankv_files() {
+        EngineKind::Leankv
+    } else {
+        kind
+    };
+    println!("loading {} records into {}", suite.records, path.display());
+    let engine = engine::open(loader, path, &load_setup(suite))?;
+    let rate = ycsb::load(engine.as_ref(), suite.records, suite.value_size)?;
+    drop(engine);
+    println!("  loaded at {:.0} records/s", rate);
+    std::fs::write(&marker, format!("{}\n", suite.records))?;
+    Ok(())
+}
+
+/// Size of the data as leankv stores it: the reference for pool sizes of all engines.
+fn data_bytes(suite: &Suite) -> Result<u64> {
+    let path = data_path(suite, EngineKind::Leankv);
+    ensure_loaded(suite, EngineKind::Leankv, &path)?;
+    Ok(report::disk_usage(&path))
+}
+
+fn run_engine(
+    suite: &Suite,
+    kind: EngineKind,
+    cooling: f64,
+    machine: &Machine,
+) -> Result<Vec<RunRecord>> {
+    let data_bytes = data_bytes(suite)?;
+    if kind.uses_page_cache() {
+        println!(
+            "  note: {} caches through the OS page cache, which --pool does not cap; run it in \
+             a memory cgroup of the pool's size for a beyond-memory comparison (bench/README.md)",
+            kind.name()
+        );
+    }
+    let setup = Setup {
+        pool_bytes: suite.pool.bytes(data_bytes).max(1 << 20),
+        cooling_fraction: cooling,
+        direct_io: suite.direct_io,
+    };
+    let (engine, scratch) = if kind == EngineKind::Inmem {
+        let scratch = tempdir_in(&suite.data_dir)?;
+        let engine = engine::open(kind, &scratch, &setup)?;
+        println!("loading {} records into {}", suite.records, kind.name());
+        ycsb::load(engine.as_ref(), suite.records, suite.value_size)?;
+        (engine, Some(scratch))
+    } else {
+        let path = data_path(suite, kind);
+        ensure_loaded(suite, kind, &path)?;
+        (engine::open(kind, &path, &setup)?, None)
+    };
+    prepare(suite, engine.as_ref(), &setup, data_bytes)?;
+    let next_insert = AtomicU64::new(suite.records + 1_000_000_000);
+    let mut out = Vec::new();
+    for &threads in &suite.threads {
+        for &distribution in &suite.distributions {
+            let spec = RunSpec {
+                records: suite.records,
+                value_size: suite.value_size,
+                threads,
+                distribution,
+                mix: suite.mix.clone(),
+                duration: suite.duration,
+            };
+            report::reset_peak_rss();
+            let measured = ycsb::run(engine.as_ref(), &spec, &next_insert)?;
+            let record = RunRecord {
+                benchmark: "ycsb",
+                label: suite.label.clone(),
+                unix_time: unix_time(),
+                engine: kind.name(),
+                engine_settings: engine.settings(),
+                records: suite.records,
+                value_size: suite.value_size,
+                data_bytes,
+                pool_bytes: setup.pool_bytes,
+                pool_to_data: setup.pool_bytes as f64 / data_bytes.max(1) as f64,
+                cooling_fraction: cooling,
+                threads,
+                distribution: distribution.to_string(),
+                theta: distribution.theta(),
+                mix: suite.mix.name.clone(),
+                duration_s: measured.elapsed.as_secs_f64(),
+                ops: measured.ops,
+                ops_per_s: measured.ops_per_second(),
+                ops_by_kind: measured
+                    .ops_by_kind
+                    .iter()
+                    .filter(|(_, count)| *count > 0)
+                    .map(|(op, count)| (op.name(), *count))
+                    .collect(),
+                latency: measured.latency,
+                page_reads_per_s: measured.per_second(measured.io.page_reads),
+                page_writes_per_s: measured.per_second(measured.io.page_writes),
+                peak_rss_bytes: report::peak_rss(),
+                direct_io: suite.direct_io,
+                machine: machine.clone(),
+            };
+            println!(
+                "  {:<12} {}T {:<10} pool {:>6} MiB: {:>10.0} ops/s, p99 {:.1} µs, {:.0} reads/s",
+                record.engine,
+                threads,
+                record.distribution,
+                record.pool_bytes >> 20,
+                record.ops_per_s,
+                record.latency.p99_us,
+                record.page_reads_per_s
+            );
+            report::append(&suite.results, &record)?;
+            out.push(record);
+        }
+    }
+    drop(engine);
+    if let Some(scratch) = scratch {
+        std::fs::remove_dir_all(scratch)?;
+    }
+    Ok(out)
+}
+
+/// Brings the engine to a steady state: all data in memory when the pool holds it (one full
+/// scan), otherwise an unmeasured run of the suite's mix.
+fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -> Result<()> {
+    let started = Instant::now();
+    if setup.pool_bytes as u64 >= data_bytes * 11 / 10 {
+        let seen = engine.scan(&[], usize::MAX)?;
+        anyhow::ensure!(
+            seen as u64 >= suite.records,
+            "{} records found, {} loaded",
+            seen,
+            suite.records
+        );
+    } else if !suite.warmup.is_zero() {
+        let spec = RunSpec {
+            records: suite.records,
+            value_size: suite.value_size,
+            threads: *suite.threads.iter().max().unwrap_or(&1),
+            distribution: suite.distributions[0],
+            mix: suite.mix.clone(),
+            duration: suite.warmup,
+        };
+        ycsb::run(engine, &spec, &AtomicU64::new(u64::MAX / 2))?;
+    }
+    println!(
+        "  warmed up in {:.1} s ({})",
+        started.elapsed().as_secs_f64(),
+        engine.settings()
+    );
+    Ok(())
+}
+
+/// The results as a table; `×leankv` compares with leankv's run of the same shape.
+pub fn table(records: &[RunRecord]) -> Table {
+    let mut table = Table::new(&[
+        "engine",
+        "threads",
+        "keys",
+        "pool/data",
+        "cooling",
+        "ops/s",
+        "×leankv",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "reads/s",
+        "writes/s",
+        "peak RSS MiB",
+    ]);
+    for record in records {
+        let reference = records.iter().find(|other| {
+            other.engine == "leankv"
+                && other.threads == record.threads
+                && other.distribution == record.distribution
+                && other.mix == record.mix
+                && (other.pool_to_data >= 1.0) == (record.pool_to_data >= 1.0)
+        });
+        table.row(vec![
+            record.engine.to_string(),
+            record.threads.to_string(),
+            record.distribution.clone(),
+            format!("{:.2}", record.pool_to_data),
+            format!("{:.0}%", record.cooling_fraction * 100.0),
+            format!("{:.0}", record.ops_per_s),
+            reference.map_or("-".into(), |r| {
+                format!("{:.2}", record.ops_per_s / r.ops_per_s)
+            }),
+            format!("{:.2}", record.latency.p50_us),
+            format!("{:.2}", record.latency.p99_us),
+            format!("{:.2}", record.latency.p999_us),
+            format!("{:.0}", record.page_reads_per_s),
+            format!("{:.0}", record.page_writes_per_s),
+            format!("{}", record.peak_rss_bytes >> 20),
+        ]);
+    }
+    table
+}
+
+fn unix_time() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A fresh directory under `parent` for data that lives only during one run.
+fn tempdir_in(parent: &Path) -> Result<PathBuf> {
+    let path = parent.join(format!(
+        "scratch-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_sizes_parse() {
+        assert_eq!("512M".parse(), Ok(PoolSize::Bytes(512 << 20)));
+        assert_eq!("2G".parse(), Ok(PoolSize::Bytes(2 << 30)));
+        assert_eq!("0.2x".parse(), Ok(PoolSize::OfData(0.2)));
+        assert!("abc".parse::<PoolSize>().is_err());
+        assert!("-1M".parse::<PoolSize>().is_err());
+        assert_eq!(PoolSize::OfData(0.5).bytes(1000), 500);
+    }
+
+    #[test]
+    fn a_small_suite_runs_every_engine_and_records_each_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = Suite {
+            label: "test".into(),
+            engines: vec![EngineKind::Leankv, EngineKind::Inmem, EngineKind::Lru],
+            records: 20_000,
+            value_size: 50,
+            threads: vec![1, 2],
+            distributions: vec![Distribution::Uniform],
+            mix: Mix::preset('c').unwrap(),
+            duration: Duration::from_millis(200),
+            warmup: Duration::from_millis(100),
+            pool: PoolSize::OfData(2.0),
+            cooling: vec![0.1],
+            direct_io: false,
+            data_dir: dir.path().join("data"),
+            results: dir.path().join("results.jsonl"),
+        };
+        let records = run(&suite).unwrap();
+        assert_eq!(records.len(), 6);
+        assert!(records.iter().all(|r| r.ops > 0 && r.pool_to_data >= 1.9));
+        assert_eq!(report::read_records(&suite.results).unwrap().len(), 6);
+        // Beyond memory: the pool is a fifth of the data and pages are read.
+        let small = Suite {
+            engines: vec![EngineKind::Leankv],
+            pool: PoolSize::OfData(0.2),
+            threads: vec![1],
+            ..suite
+        };
+        let records = run(&small).unwrap();
+        assert!(records[0].page_reads_per_s > 0.0, "{:?}", records[0]);
+        let rendered = table(&records).render();
+        assert!(rendered.contains("leankv"), "{rendered}");
+    }
+}

@@ -1,0 +1,263 @@
+//! YCSB-style runs: load a key space, then run an operation mix for a duration on T threads,
+//! measuring throughput, latency percentiles and page I/O.
+
+use crate::engine::{Engine, IoCounters};
+use crate::report::Latency;
+use crate::workload::{fill_value, key, Distribution, Mix, Op, Sampler};
+use anyhow::{bail, Result};
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Pairs per `put_batch` call while loading.
+const LOAD_BATCH: usize = 10_000;
+/// Operations between two looks at the clock.
+const CLOCK_INTERVAL: u64 = 64;
+/// Longest scan, in records (YCSB E draws the length uniformly from 1 to this).
+pub const MAX_SCAN_LENGTH: usize = 100;
+
+/// Inserts records `0..records` in index order (random key order), with a progress bar.
+/// Returns the load rate in records per second.
+pub fn load(engine: &dyn Engine, records: u64, value_size: usize) -> Result<f64> {
+    let bar = ProgressBar::new(records).with_style(
+        ProgressStyle::with_template(
+            "  loading {bar:40} {pos}/{len} records, {per_sec}, eta {eta}",
+        )
+        .expect("valid template"),
+    );
+    let started = Instant::now();
+    let mut batch = Vec::with_capacity(LOAD_BATCH);
+    for index in 0..records {
+        let mut value = vec![0; value_size];
+        fill_value(&mut value, index, 0);
+        batch.push((key(index), value));
+        if batch.len() == LOAD_BATCH || index + 1 == records {
+            engine.put_batch(&batch)?;
+            bar.inc(batch.len() as u64);
+            batch.clear();
+        }
+    }
+    engine.flush()?;
+    bar.finish_and_clear();
+    Ok(records as f64 / started.elapsed().as_secs_f64())
+}
+
+/// What one measured run does.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// Records present (indexes `0..records`); reads and updates draw from these.
+    pub records: u64,
+    pub value_size: usize,
+    pub threads: usize,
+    pub distribution: Distribution,
+    pub mix: Mix,
+    pub duration: Duration,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    pub ops: u64,
+    pub elapsed: Duration,
+    pub ops_by_kind: Vec<(Op, u64)>,
+    pub latency: Latency,
+    pub io: IoCounters,
+}
+
+impl Measurement {
+    pub fn ops_per_second(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn per_second(&self, count: u64) -> f64 {
+        count as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Runs `spec` against `engine`. New records (inserts) take indexes from `next_insert`,
+/// shared across runs so that every insert adds a new key.
+pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Result<Measurement> {
+    let sampler = Sampler::new(spec.distribution, spec.records);
+    let stop = AtomicBool::new(false);
+    let io_before = engine.io();
+    let started = Instant::now();
+    let deadline = started + spec.duration;
+    let results: Vec<Result<(Histogram<u64>, [u64; Op::ALL.len()])>> =
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..spec.threads)
+                .map(|thread| {
+                    let (sampler, stop) = (&sampler, &stop);
+                    scope.spawn(move || {
+                        let outcome = worker(
+                            engine,
+                            spec,
+                            sampler,
+                            next_insert,
+                            thread as u64,
+                            deadline,
+                            stop,
+                        );
+                        if outcome.is_err() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        outcome
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("benchmark worker panicked"))
+                .collect()
+        });
+    let elapsed = started.elapsed();
+    let io_after = engine.io();
+    let mut histogram = new_histogram();
+    let mut counts = [0u64; Op::ALL.len()];
+    for result in results {
+        let (worker_histogram, worker_counts) = result?;
+        histogram.add(&worker_histogram)?;
+        for (total, count) in counts.iter_mut().zip(worker_counts) {
+            *total += count;
+        }
+    }
+    Ok(Measurement {
+        ops: counts.iter().sum(),
+        elapsed,
+        ops_by_kind: Op::ALL.iter().copied().zip(counts).collect(),
+        latency: Latency::of(&histogram),
+        io: IoCounters {
+            page_reads: io_after.page_reads - io_before.page_reads,
+            page_writes: io_after.page_writes - io_before.page_writes,
+        },
+    })
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// One worker thread: operations until the deadline (or until another worker failed).
+fn worker(
+    engine: &dyn Engine,
+    spec: &RunSpec,
+    sampler: &Sampler,
+    next_insert: &AtomicU64,
+    thread: u64,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> Result<(Histogram<u64>, [u64; Op::ALL.len()])> {
+    let mut rng = fastrand::Rng::with_seed(0x5eed ^ thread.wrapping_mul(0x9E37_79B9));
+    let mut histogram = new_histogram();
+    let mut counts = [0u64; Op::ALL.len()];
+    let mut value = vec![0u8; spec.value_size];
+    let mut read_buffer = Vec::with_capacity(spec.value_size);
+    let mut version = thread << 48;
+    for n in 0.. {
+        if n % CLOCK_INTERVAL == 0 && (Instant::now() >= deadline || stop.load(Ordering::Relaxed)) {
+            break;
+        }
+        let op = spec.mix.next(&mut rng);
+        let started = Instant::now();
+        match op {
+            Op::Read => {
+                let index = sampler.next(&mut rng);
+                if !engine.get(&key(index), &mut read_buffer)? {
+                    bail!("record {index} is missing");
+                }
+            }
+            Op::Update => {
+                let index = sampler.next(&mut rng);
+                version += 1;
+                fill_value(&mut value, index, version);
+                engine.put(&key(index), &value)?;
+            }
+            Op::Insert => {
+                let index = next_insert.fetch_add(1, Ordering::Relaxed);
+                fill_value(&mut value, index, 0);
+                engine.put(&key(index), &value)?;
+            }
+            Op::Scan => {
+                let index = sampler.next(&mut rng);
+                let length = rng.usize(1..=MAX_SCAN_LENGTH);
+                engine.scan(&key(index), length)?;
+            }
+            Op::ReadModifyWrite => {
+                let index = sampler.next(&mut rng);
+                if !engine.get(&key(index), &mut read_buffer)? {
+                    bail!("record {index} is missing");
+                }
+                version += 1;
+                fill_value(&mut value, index, version);
+                engine.put(&key(index), &value)?;
+            }
+        }
+        let nanos = started.elapsed().as_nanos() as u64;
+        histogram.saturating_record(nanos.max(1));
+        counts[op as usize] += 1;
+    }
+    Ok((histogram, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{open, EngineKind, Setup};
+
+    fn setup() -> Setup {
+        Setup {
+            pool_bytes: 8 << 20,
+            cooling_fraction: 0.1,
+            direct_io: false,
+        }
+    }
+
+    #[test]
+    fn load_then_run_every_preset_on_leankv_and_a_baseline() {
+        for kind in [EngineKind::Leankv, EngineKind::Traditional] {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = open(kind, dir.path(), &setup()).unwrap();
+            load(engine.as_ref(), 5_000, 100).unwrap();
+            let mut value = Vec::new();
+            assert!(engine.get(&key(4_999), &mut value).unwrap());
+            assert_eq!(value.len(), 100);
+            assert_eq!(engine.scan(&[], usize::MAX).unwrap(), 5_000);
+            let next_insert = AtomicU64::new(5_000);
+            for letter in ['a', 'b', 'c', 'd', 'e', 'f'] {
+                let spec = RunSpec {
+                    records: 5_000,
+                    value_size: 100,
+                    threads: 2,
+                    distribution: Distribution::Zipf(0.99),
+                    mix: Mix::preset(letter).unwrap(),
+                    duration: Duration::from_millis(100),
+                };
+                let measured = run(engine.as_ref(), &spec, &next_insert).unwrap();
+                assert!(measured.ops > 0, "{letter}");
+                for (op, count) in &measured.ops_by_kind {
+                    assert_eq!(*count > 0, spec.mix.fraction(*op) > 0.0, "{letter} {op:?}");
+                }
+            }
+            let inserted = next_insert.load(Ordering::Relaxed);
+            assert!(inserted > 5_000);
+            assert_eq!(engine.scan(&[], usize::MAX).unwrap() as u64, inserted);
+        }
+    }
+
+    #[test]
+    fn a_missing_record_fails_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(EngineKind::Leankv, dir.path(), &setup()).unwrap();
+        load(engine.as_ref(), 100, 10).unwrap();
+        let spec = RunSpec {
+            records: 200, // half of these were never loaded
+            value_size: 10,
+            threads: 1,
+            distribution: Distribution::Uniform,
+            mix: Mix::preset('c').unwrap(),
+            duration: Duration::from_secs(5),
+        };
+        let error = run(engine.as_ref(), &spec, &AtomicU64::new(200)).unwrap_err();
+        assert!(error.to_string().contains("missing"), "{error}");
+    }
+}
