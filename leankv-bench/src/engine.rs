@@ -2,9 +2,9 @@
 //! from leankv itself: the engine, its ablations (paper Fig. 7) and the in-memory baseline.
 //! Peer engines live in `peers` behind cargo features.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::ValueEnum;
-use leankv::policy::{HashTable, InMemory, Lean, Lru, Pessimistic, Policy, Traditional};
+use leankv::policy::{HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Policy, Traditional};
 use leankv::{Db, Options, Tree};
 use std::path::Path;
 use std::sync::Arc;
@@ -55,6 +55,8 @@ pub enum EngineKind {
     Traditional,
     /// The same tree on plain memory, no replacement (the pool must hold everything).
     Inmem,
+    /// The same tree with its nodes in an mmapped file, paged by the kernel.
+    Mmap,
     /// RocksDB (feature `rocksdb`).
     Rocksdb,
     /// LMDB through heed (feature `lmdb`).
@@ -72,6 +74,7 @@ impl EngineKind {
             EngineKind::Pessimistic => Pessimistic::NAME,
             EngineKind::Traditional => Traditional::NAME,
             EngineKind::Inmem => InMemory::NAME,
+            EngineKind::Mmap => Mmap::NAME,
             EngineKind::Rocksdb => "rocksdb",
             EngineKind::Lmdb => "lmdb",
             EngineKind::Redb => "redb",
@@ -90,12 +93,19 @@ impl EngineKind {
         )
     }
 
-    /// Engines whose memory is the OS page cache (to be capped by a memory cgroup).
-    pub fn uses_page_cache(self) -> bool {
-        matches!(
-            self,
-            EngineKind::Rocksdb | EngineKind::Lmdb | EngineKind::Redb
-        )
+    /// Engines that keep no files between runs and are loaded afresh for each.
+    pub fn loads_per_run(self) -> bool {
+        matches!(self, EngineKind::Inmem | EngineKind::Mmap)
+    }
+
+    /// Engines whose cached data lives in the OS page cache (to be capped by a memory
+    /// cgroup); RocksDB only when it reads without O_DIRECT.
+    pub fn uses_page_cache(self, direct_io: bool) -> bool {
+        match self {
+            EngineKind::Lmdb | EngineKind::Redb | EngineKind::Mmap => true,
+            EngineKind::Rocksdb => !direct_io,
+            _ => false,
+        }
     }
 }
 
@@ -106,6 +116,8 @@ pub struct Setup {
     pub pool_bytes: usize,
     pub cooling_fraction: f64,
     pub direct_io: bool,
+    /// Size of the data (leankv's page file); engines that map all of it size mappings by it.
+    pub data_bytes: u64,
 }
 
 impl Setup {
@@ -126,6 +138,7 @@ pub fn open(kind: EngineKind, dir: &Path, setup: &Setup) -> Result<Arc<dyn Engin
         EngineKind::Pessimistic => Arc::new(LeanEngine::<Pessimistic>::open(dir, setup)?),
         EngineKind::Traditional => Arc::new(LeanEngine::<Traditional>::open(dir, setup)?),
         EngineKind::Inmem => Arc::new(LeanEngine::<InMemory>::open_in_memory(dir, setup)?),
+        EngineKind::Mmap => Arc::new(LeanEngine::<Mmap>::open_in_memory(dir, setup)?),
         EngineKind::Rocksdb | EngineKind::Lmdb | EngineKind::Redb => {
             crate::peers::open(kind, dir, setup)?
         }
@@ -147,10 +160,16 @@ impl<P: Policy> LeanEngine<P> {
         Self::with_db(db, setup)
     }
 
-    /// The in-memory policy keeps its pages in a `MemoryStorage` that nothing reads back.
+    /// The policies that never evict keep their pages in the pool alone (for `Mmap` a
+    /// mapped file in `dir`, sized for all data whatever the budget); the `MemoryStorage`
+    /// behind them only holds the superblock.
     fn open_in_memory(dir: &Path, setup: &Setup) -> Result<Self> {
         let storage = Arc::new(leankv::io::MemoryStorage::new());
-        let options = setup.leankv_options().background_writer(false);
+        let mut options = setup.leankv_options().background_writer(false);
+        if P::POOL_IN_FILE {
+            let mapping = (setup.data_bytes as usize * 2).max(setup.pool_bytes);
+            options = options.pool_size(mapping);
+        }
         let db = Db::<P>::open_with_storage_and_policy(dir, options, storage)
             .with_context(|| format!("opening {}", P::NAME))?;
         Self::with_db(db, setup)
@@ -213,8 +232,9 @@ impl<P: Policy> Engine for LeanEngine<P> {
 }
 
 /// Fails with the feature to enable for an engine left out of this build.
+#[cfg(not(all(feature = "lmdb", feature = "redb", feature = "rocksdb")))]
 pub fn not_built(kind: EngineKind, feature: &str) -> Result<Arc<dyn Engine>> {
-    bail!(
+    anyhow::bail!(
         "{} is not part of this build: rebuild with `--features {feature}` (or `peers`)",
         kind.name()
     )

@@ -2,6 +2,7 @@
 //! (README's main job); subcommands run YCSB-style suites, measure the device with fio,
 //! render plots from result files and simulate replacement policies on page-access traces.
 
+mod cgroup;
 mod device;
 mod engine;
 mod peers;
@@ -106,6 +107,10 @@ struct YcsbArgs {
     /// Label stored with every record (defaults to a time stamp).
     #[arg(long)]
     label: Option<String>,
+    /// Run each engine in a memory cgroup of pool size + 10% (root only; drops the page
+    /// cache first): the fair budget for engines that cache through the OS.
+    #[arg(long)]
+    memory_cap: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -159,6 +164,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         pool: args.pool,
         cooling: args.cooling,
         direct_io: args.common.direct_io,
+        memory_cap: args.memory_cap,
         data_dir: args.common.dir,
         results: args.common.results,
     };
@@ -192,6 +198,7 @@ fn headline(records: u64, duration: u64, common: &CommonArgs) -> Result<()> {
         pool: PoolSize::OfData(2.0),
         cooling: vec![0.1],
         direct_io: common.direct_io,
+        memory_cap: false,
         data_dir: common.dir.clone(),
         results: common.results.clone(),
     };

@@ -2,6 +2,7 @@
 //! by side in one invocation, with data loaded once per file format and reused across runs
 //! (and across invocations: a `.loaded` marker records a finished load).
 
+use crate::cgroup::MemoryCap;
 use crate::engine::{self, Engine, EngineKind, Setup};
 use crate::report::{self, Latency, Machine, Table};
 use crate::workload::{Distribution, Mix};
@@ -72,6 +73,8 @@ pub struct Suite {
     pub pool: PoolSize,
     pub cooling: Vec<f64>,
     pub direct_io: bool,
+    /// Run each engine (except `inmem`) in a memory cgroup of the pool size + 10%.
+    pub memory_cap: bool,
     pub data_dir: PathBuf,
     pub results: PathBuf,
 }
@@ -102,6 +105,9 @@ pub struct RunRecord {
     pub page_reads_per_s: f64,
     pub page_writes_per_s: f64,
     pub peak_rss_bytes: u64,
+    /// The memory cgroup's limit and its peak use (page cache included), when capped.
+    pub memory_cap_bytes: Option<u64>,
+    pub cgroup_peak_bytes: Option<u64>,
     pub direct_io: bool,
     pub machine: Machine,
 }
@@ -145,6 +151,7 @@ fn load_setup(suite: &Suite) -> Setup {
         pool_bytes: estimate.clamp(64 << 20, 8 << 30),
         cooling_fraction: 0.1,
         direct_io: suite.direct_io,
+        data_bytes: estimate as u64,
     }
 }
 
@@ -185,7 +192,7 @@ fn run_engine(
     machine: &Machine,
 ) -> Result<Vec<RunRecord>> {
     let data_bytes = data_bytes(suite)?;
-    if kind.uses_page_cache() {
+    if kind.uses_page_cache(suite.direct_io) && !suite.memory_cap {
         println!(
             "  note: {} caches through the OS page cache, which --pool does not cap; run it in \
              a memory cgroup of the pool's size for a beyond-memory comparison (bench/README.md)",
@@ -196,8 +203,9 @@ fn run_engine(
         pool_bytes: suite.pool.bytes(data_bytes).max(1 << 20),
         cooling_fraction: cooling,
         direct_io: suite.direct_io,
+        data_bytes,
     };
-    let (engine, scratch) = if kind == EngineKind::Inmem {
+    let (engine, scratch) = if kind.loads_per_run() {
         let scratch = tempdir_in(&suite.data_dir)?;
         let engine = engine::open(kind, &scratch, &setup)?;
         println!("loading {} records into {}", suite.records, kind.name());
@@ -207,6 +215,12 @@ fn run_engine(
         let path = data_path(suite, kind);
         ensure_loaded(suite, kind, &path)?;
         (engine::open(kind, &path, &setup)?, None)
+    };
+    // Entered after loading, so that only the runs are capped; entering drops the page cache.
+    let cap = if suite.memory_cap && kind != EngineKind::Inmem {
+        Some(MemoryCap::enter(setup.pool_bytes as u64 * 11 / 10)?)
+    } else {
+        None
     };
     prepare(suite, engine.as_ref(), &setup, data_bytes)?;
     let next_insert = AtomicU64::new(suite.records + 1_000_000_000);
@@ -252,6 +266,8 @@ fn run_engine(
                 page_reads_per_s: measured.per_second(measured.io.page_reads),
                 page_writes_per_s: measured.per_second(measured.io.page_writes),
                 peak_rss_bytes: report::peak_rss(),
+                memory_cap_bytes: cap.as_ref().map(|cap| cap.limit_bytes),
+                cgroup_peak_bytes: cap.as_ref().map(MemoryCap::peak_bytes),
                 direct_io: suite.direct_io,
                 machine: machine.clone(),
             };
@@ -270,6 +286,7 @@ fn run_engine(
         }
     }
     drop(engine);
+    drop(cap);
     if let Some(scratch) = scratch {
         std::fs::remove_dir_all(scratch)?;
     }
@@ -389,7 +406,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let suite = Suite {
             label: "test".into(),
-            engines: vec![EngineKind::Leankv, EngineKind::Inmem, EngineKind::Lru],
+            engines: vec![
+                EngineKind::Leankv,
+                EngineKind::Inmem,
+                EngineKind::Mmap,
+                EngineKind::Lru,
+            ],
             records: 20_000,
             value_size: 50,
             threads: vec![1, 2],
@@ -400,13 +422,14 @@ mod tests {
             pool: PoolSize::OfData(2.0),
             cooling: vec![0.1],
             direct_io: false,
+            memory_cap: false,
             data_dir: dir.path().join("data"),
             results: dir.path().join("results.jsonl"),
         };
         let records = run(&suite).unwrap();
-        assert_eq!(records.len(), 6);
+        assert_eq!(records.len(), 8);
         assert!(records.iter().all(|r| r.ops > 0 && r.pool_to_data >= 1.9));
-        assert_eq!(report::read_records(&suite.results).unwrap().len(), 6);
+        assert_eq!(report::read_records(&suite.results).unwrap().len(), 8);
         // Beyond memory: the pool is a fifth of the data and pages are read.
         let small = Suite {
             engines: vec![EngineKind::Leankv],

@@ -209,6 +209,7 @@ mod tests {
             pool_bytes: 8 << 20,
             cooling_fraction: 0.1,
             direct_io: false,
+            data_bytes: 1 << 20,
         }
     }
 

@@ -38,6 +38,8 @@ pub const MIN_POOL_FRAMES: usize = 24;
 
 const PAGE_FILE: &str = "leankv.pages";
 const LOCK_FILE: &str = "LOCK";
+/// The frames of the `Mmap` baseline policy, mapped from this file.
+const POOL_FILE: &str = "pool.mmap";
 
 pub(crate) fn valid_page_size(page_size: usize) -> bool {
     page_size.is_power_of_two() && (4096..=65536).contains(&page_size)
@@ -154,6 +156,7 @@ impl Options {
             cooling_fraction: self.cooling_fraction,
             prefault: self.prefault,
             background_writer: self.background_writer,
+            pool_file: None,
         })
     }
 }
@@ -289,7 +292,10 @@ impl<P: Policy> Db<P> {
         }
         let iterators = btree::child_iterators();
         let (bm, catalog) = if is_new {
-            let config = options.validate(options.page_size)?;
+            let mut config = options.validate(options.page_size)?;
+            if P::POOL_IN_FILE {
+                config.pool_file = Some(dir.join(POOL_FILE));
+            }
             let bm = BufferManager::new(storage, &config, &iterators, 1, Vec::new())?;
             let catalog = BTree::create(&bm)?;
             (bm, catalog)

@@ -136,13 +136,18 @@ fn default_pages_with_large_values() {
     run::<Lean>(options, 3, 2_500, 4000);
 }
 
-/// The in-memory baseline: the same map while the pool holds everything, a clear error when
-/// it does not, and no reopening of a database it would have to page in.
+/// The in-memory baselines (plain memory, and an mmapped file the kernel pages): the same map
+/// while the pool holds everything, a clear error when it does not, and no reopening of a
+/// database they would have to page in.
 #[test]
-fn in_memory_policy_is_a_map_until_its_pool_is_full() {
-    use leankv::policy::InMemory;
+fn in_memory_policies_are_maps_until_their_pool_is_full() {
+    never_evicting::<leankv::policy::InMemory>();
+    never_evicting::<leankv::policy::Mmap>();
+}
+
+fn never_evicting<P: Policy>() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open_as::<InMemory>(dir.path(), small(64));
+    let db = open_as::<P>(dir.path(), small(64));
     let tree = db.open_tree("data").unwrap();
     let mut model = BTreeMap::new();
     let mut rng = fastrand::Rng::with_seed(7);
@@ -169,6 +174,6 @@ fn in_memory_policy_is_a_map_until_its_pool_is_full() {
     assert_eq!(all, model.into_iter().collect::<Vec<_>>());
     drop(tree);
     db.close().unwrap();
-    let reopened = leankv::Db::<InMemory>::open_with_policy(dir.path(), small(64));
+    let reopened = leankv::Db::<P>::open_with_policy(dir.path(), small(64));
     assert!(matches!(reopened, Err(leankv::Error::InvalidOptions(_))));
 }

@@ -13,6 +13,7 @@ fn tree_with_small_pool<P: Policy>() -> BTree<P> {
         cooling_fraction: 0.1,
         prefault: false,
         background_writer: false,
+        pool_file: None,
     };
     let bm = BufferManager::new(
         Arc::new(MemoryStorage::new()),

@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn fifo_keeps_unswizzle_order_and_removes_from_the_middle() {
-        let pool = Pool::new(8, 4096, false).unwrap();
+        let pool = Pool::new(8, 4096, false, None).unwrap();
         let mut stage = CoolingStage::default();
         for frame in 0..5 {
             stage.push_newest(&pool, frame, 100 + u64::from(frame));

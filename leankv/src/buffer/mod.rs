@@ -73,6 +73,8 @@ pub(crate) struct BufferConfig {
     pub(crate) cooling_fraction: f64,
     pub(crate) prefault: bool,
     pub(crate) background_writer: bool,
+    /// File holding the frames instead of anonymous memory (the `Mmap` baseline).
+    pub(crate) pool_file: Option<std::path::PathBuf>,
 }
 
 /// The buffer manager. Shared through `Arc`; all methods take `&self`. `P` chooses the
@@ -110,8 +112,13 @@ impl<P: Policy> BufferManager<P> {
         page_count: u64,
         free_pages: Vec<u64>,
     ) -> Result<Arc<BufferManager<P>>> {
-        let pool = Pool::new(config.frames, config.page_size, config.prefault)
-            .map_err(|e| Error::io("allocating the buffer pool", e))?;
+        let pool = Pool::new(
+            config.frames,
+            config.page_size,
+            config.prefault,
+            config.pool_file.as_deref(),
+        )
+        .map_err(|e| Error::io("allocating the buffer pool", e))?;
         let mut iterators = [None; PageType::COUNT];
         for &(page_type, iterator) in child_iterators {
             iterators[page_type as usize] = Some(iterator);
@@ -899,6 +906,9 @@ impl<P: Policy> BufferManager<P> {
         }
         if let Some(writer) = self.writer.lock().take() {
             writer.stop();
+        }
+        if !P::EVICTS {
+            return Ok(()); // the in-memory baselines keep nothing (they never reopen)
         }
         self.flush()
     }

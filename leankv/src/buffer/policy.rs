@@ -26,6 +26,9 @@ pub trait Policy: Send + Sync + 'static {
     /// Every page access is appended to an access trace (`Db::take_access_trace`), for the
     /// replacement-policy simulator.
     const TRACE: bool = false;
+    /// The pool is a shared mapping of a file in the database directory, paged by the kernel
+    /// (with `EVICTS = false`: the `mmap` baseline).
+    const POOL_IN_FILE: bool = false;
 }
 
 /// The engine of the LeanStore paper: swizzling, random unswizzling + cooling FIFO,
@@ -82,6 +85,21 @@ impl Policy for Traced {
     const OPTIMISTIC: bool = true;
     const EVICTS: bool = true;
     const TRACE: bool = true;
+}
+
+/// The same tree with its nodes in an `mmap`ed file and no replacement of its own: the kernel
+/// decides what stays in memory (as LMDB-style engines do). The pool must be sized for all
+/// data; it costs address space and disk, and memory only as the kernel keeps pages.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mmap;
+
+impl Policy for Mmap {
+    const NAME: &'static str = "mmap";
+    const SWIZZLING: bool = true;
+    const LEAN_EVICTION: bool = true;
+    const OPTIMISTIC: bool = true;
+    const EVICTS: bool = false;
+    const POOL_IN_FILE: bool = true;
 }
 
 /// The same tree on plain memory, with no replacement at all: the pool must hold all data.

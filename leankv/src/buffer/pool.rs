@@ -1,4 +1,5 @@
-//! The pool: one anonymous memory mapping holding every buffer frame.
+//! The pool: one memory mapping holding every buffer frame (anonymous; or, for the `Mmap`
+//! baseline, a shared mapping of a file, so that the kernel pages frames in and out).
 //!
 //! Frame `i` starts at `base + i * stride` with `stride = FRAME_HEADER_AREA + page_size`: first
 //! the frame header (latch, page id, state, parent link, ...), then, at a 512-byte boundary,
@@ -137,23 +138,46 @@ unsafe impl Sync for Pool {}
 
 impl Pool {
     /// Maps `frames` frames of `page_size` bytes; `prefault` touches all memory up front.
-    pub(crate) fn new(frames: u32, page_size: usize, prefault: bool) -> std::io::Result<Pool> {
+    /// With `backing`, the frames live in that file (created or emptied, then sized sparsely).
+    pub(crate) fn new(
+        frames: u32,
+        page_size: usize,
+        prefault: bool,
+        backing: Option<&std::path::Path>,
+    ) -> std::io::Result<Pool> {
+        use std::os::fd::AsRawFd;
         debug_assert!(page_size.is_power_of_two() && page_size >= 4096);
         let stride = FRAME_HEADER_AREA + page_size;
         let mapping_len = stride * frames as usize;
-        let flags = libc::MAP_PRIVATE
-            | libc::MAP_ANONYMOUS
-            | libc::MAP_NORESERVE
-            | if prefault { libc::MAP_POPULATE } else { 0 };
-        // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
-        // result is checked for MAP_FAILED below.
+        let file = match backing {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(path)?;
+                file.set_len(mapping_len as u64)?;
+                Some(file)
+            }
+            None => None,
+        };
+        let sharing = match file {
+            Some(_) => libc::MAP_SHARED,
+            None => libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        };
+        let flags = sharing | libc::MAP_NORESERVE | if prefault { libc::MAP_POPULATE } else { 0 };
+        let fd = file.as_ref().map_or(-1, |file| file.as_raw_fd());
+        // SAFETY: a mapping with no address hint, of an anonymous region or of a file we just
+        // sized to `mapping_len` (zero-filled, as sparse files read), has no preconditions;
+        // the result is checked for MAP_FAILED below. The mapping keeps the file alive.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 mapping_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 flags,
-                -1,
+                fd,
                 0,
             )
         };
@@ -250,7 +274,7 @@ mod tests {
 
     #[test]
     fn frames_are_interleaved_and_pages_aligned_for_direct_io() {
-        let pool = Pool::new(8, 16384, false).unwrap();
+        let pool = Pool::new(8, 16384, false, None).unwrap();
         for id in 0..8 {
             let header = pool.frame(id) as *const Frame as usize;
             let page = pool.page(id).as_ptr() as usize;

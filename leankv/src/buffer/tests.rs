@@ -39,6 +39,7 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
         cooling_fraction: 0.1,
         prefault: false,
         background_writer: writer,
+        pool_file: None,
     };
     BufferManager::new(
         storage,
