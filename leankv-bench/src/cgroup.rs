@@ -4,7 +4,9 @@
 //! Needs root and the memory controller (cgroup v2 `memory.max`, or v1 `memory.limit_in_bytes`
 //! under `/sys/fs/cgroup/memory`). Entering moves this process into a fresh group and drops the
 //! clean page cache, so that pages cached before (e.g. while loading) are not free extra
-//! memory; leaving moves the process back and removes the group.
+//! memory; leaving moves the process back and removes the group. Memory this process already
+//! maps stays charged where it was (current kernels no longer move charges), so engines that
+//! map what they load in-process (the `mmap` baseline) must load inside the group.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};

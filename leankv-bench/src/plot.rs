@@ -1,6 +1,7 @@
 //! SVG plots of result records (plotters' SVG backend: no system fonts or libraries needed).
 //!
-//! * [`engines`]: throughput per engine and thread count, one bar each (the headline, Fig. 7).
+//! * [`engines`]: throughput per engine and thread count, one horizontal bar each (the
+//!   headline, Fig. 7).
 //! * [`lines`]: throughput over a swept parameter (Zipf θ as in Fig. 10, cooling percentage
 //!   as in Fig. 11), one line per engine and thread count, with the page-read rate of each
 //!   line dashed on a second axis.
@@ -44,7 +45,7 @@ fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
     anyhow!("plotting: {error:?}")
 }
 
-/// One bar per record: label `bar_label(record)`, height `ops_per_s`.
+/// One horizontal bar per record: label `bar_label(record)`, length `ops_per_s`.
 pub fn engines(
     records: &[Value],
     title: &str,
@@ -55,57 +56,57 @@ pub fn engines(
         return Err(anyhow!("no records to plot"));
     }
     let labels: Vec<String> = records.iter().map(&bar_label).collect();
-    let top = records
+    let longest = records
         .iter()
         .map(|r| number(r, "ops_per_s"))
         .fold(0.0, f64::max)
         * 1.15;
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
     let count = records.len();
+    let height = (120 + 28 * count as u32).max(300);
+    let root = SVGBackend::new(path, (SIZE.0, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(15)
-        .x_label_area_size(110)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0f64..count as f64, 0f64..top)
+        .x_label_area_size(40)
+        .y_label_area_size(230)
+        .build_cartesian_2d(0f64..longest, 0f64..count as f64)
         .map_err(plot_error)?;
     chart
         .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(count * 2 + 1)
-        .x_label_formatter(&|x| {
-            let index = x.floor() as usize;
-            if (x - index as f64 - 0.5).abs() < 1e-6 && index < labels.len() {
-                labels[index].clone()
+        .disable_y_mesh()
+        .y_labels(count * 2 + 1)
+        .y_label_formatter(&|y| {
+            // Bar i spans [count - i - 1, count - i): the first record on top.
+            let slot = y.floor() as usize;
+            if (y - slot as f64 - 0.5).abs() < 1e-6 && slot < count {
+                labels[count - 1 - slot].clone()
             } else {
                 String::new()
             }
         })
-        .x_label_style(
-            ("sans-serif", 12)
-                .into_font()
-                .transform(FontTransform::Rotate90),
-        )
-        .y_desc("operations per second")
-        .y_label_formatter(&|y| format!("{:.0}K", y / 1000.0))
+        .x_desc("operations per second")
+        .x_label_formatter(&|x| format!("{:.0}K", x / 1000.0))
         .draw()
         .map_err(plot_error)?;
+    let slot = |i: usize| (count - 1 - i) as f64;
     chart
         .draw_series(records.iter().enumerate().map(|(i, record)| {
-            let height = number(record, "ops_per_s");
             Rectangle::new(
-                [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, height)],
+                [
+                    (0.0, slot(i) + 0.15),
+                    (number(record, "ops_per_s"), slot(i) + 0.85),
+                ],
                 series_color(i).filled(),
             )
         }))
         .map_err(plot_error)?;
     chart
         .draw_series(records.iter().enumerate().map(|(i, record)| {
-            let height = number(record, "ops_per_s");
+            let length = number(record, "ops_per_s");
             Text::new(
-                format!("{:.0}K", height / 1000.0),
-                (i as f64 + 0.25, height + top * 0.02),
+                format!("{:.0}K", length / 1000.0),
+                (length + longest * 0.01, slot(i) + 0.7),
                 ("sans-serif", 12),
             )
         }))
@@ -150,7 +151,9 @@ pub fn lines(
     } else {
         x_min - 1.0..x_max + 1.0
     };
-    let ops_top = all().map(|p| p.1).fold(0.0, f64::max) * 1.1 + 1.0;
+    // Throughput spans orders of magnitude over θ: a log axis keeps every point readable.
+    let ops_top = all().map(|p| p.1).fold(0.0, f64::max) * 2.0 + 1.0;
+    let ops_bottom = (all().map(|p| p.1).fold(f64::INFINITY, f64::min) / 2.0).max(1.0);
     let reads_top = all().map(|p| p.2).fold(0.0, f64::max) * 1.1 + 1.0;
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
@@ -160,13 +163,13 @@ pub fn lines(
         .x_label_area_size(45)
         .y_label_area_size(80)
         .right_y_label_area_size(80)
-        .build_cartesian_2d(x_range.clone(), 0f64..ops_top)
+        .build_cartesian_2d(x_range.clone(), (ops_bottom..ops_top).log_scale())
         .map_err(plot_error)?
         .set_secondary_coord(x_range, 0f64..reads_top);
     chart
         .configure_mesh()
         .x_desc(x_desc)
-        .y_desc("operations per second (solid)")
+        .y_desc("operations per second (solid, log scale)")
         .y_label_formatter(&|y| format!("{:.0}K", y / 1000.0))
         .draw()
         .map_err(plot_error)?;

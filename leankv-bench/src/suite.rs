@@ -205,6 +205,14 @@ fn run_engine(
         direct_io: suite.direct_io,
         data_bytes,
     };
+    let capped = suite.memory_cap && kind != EngineKind::Inmem;
+    let enter_cap = || MemoryCap::enter(setup.pool_bytes as u64 * 11 / 10);
+    // Engines that map what they load are capped from the start (see `cgroup`).
+    let mut cap = if capped && kind.loads_per_run() {
+        Some(enter_cap()?)
+    } else {
+        None
+    };
     let (engine, scratch) = if kind.loads_per_run() {
         let scratch = tempdir_in(&suite.data_dir)?;
         let engine = engine::open(kind, &scratch, &setup)?;
@@ -216,12 +224,10 @@ fn run_engine(
         ensure_loaded(suite, kind, &path)?;
         (engine::open(kind, &path, &setup)?, None)
     };
-    // Entered after loading, so that only the runs are capped; entering drops the page cache.
-    let cap = if suite.memory_cap && kind != EngineKind::Inmem {
-        Some(MemoryCap::enter(setup.pool_bytes as u64 * 11 / 10)?)
-    } else {
-        None
-    };
+    // The others after loading, so that only the runs are capped.
+    if capped && cap.is_none() {
+        cap = Some(enter_cap()?);
+    }
     prepare(suite, engine.as_ref(), &setup, data_bytes)?;
     let next_insert = AtomicU64::new(suite.records + 1_000_000_000);
     let mut out = Vec::new();
