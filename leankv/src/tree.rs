@@ -118,8 +118,9 @@ impl<P: Policy> Tree<P> {
 
     /// The pairs whose keys lie in `range`, in ascending key order.
     ///
-    /// The iterator reads one leaf at a time and holds no latch or epoch between leaves, so it
-    /// never blocks writers or eviction. It returns every key that is present for the whole
+    /// The iterator copies at most one leaf per step (fewer entries at first, so short scans
+    /// stay cheap) and holds no latch or epoch between steps, so it never blocks writers or
+    /// eviction. It returns every key that is present for the whole
     /// duration of the scan, each exactly once, in strictly ascending order; keys inserted or
     /// removed meanwhile may or may not appear.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range<P> {
@@ -134,6 +135,7 @@ impl<P: Policy> Tree<P> {
             end: own(range.end_bound()),
             buffered: VecDeque::new(),
             finished: false,
+            batch_limit: FIRST_BATCH,
         }
     }
 
@@ -156,10 +158,16 @@ pub struct Range<P: Policy = Lean> {
     end: Bound<Vec<u8>>,
     buffered: VecDeque<(Vec<u8>, Vec<u8>)>,
     finished: bool,
+    /// Entries copied by the next step. It starts small and doubles, so that short scans
+    /// (the common `take(n)`) do not copy and allocate whole leaves they never return.
+    batch_limit: usize,
 }
 
+/// Entries the first step of a range copies.
+const FIRST_BATCH: usize = 16;
+
 impl<P: Policy> Range<P> {
-    /// Reads the next leaf into the buffer.
+    /// Reads the next batch (at most the rest of one leaf) into the buffer.
     fn fill(&mut self) -> Result<()> {
         let (start, bound): (&[u8], SearchBound) = match &self.next {
             Bound::Unbounded => (&[], SearchBound::AtLeast),
@@ -172,7 +180,20 @@ impl<P: Policy> Range<P> {
             Bound::Included(last) => key <= last.as_slice(),
             Bound::Excluded(last) => key < last.as_slice(),
         };
-        let batch = self.tree.tree.scan_leaf(start, bound, &within)?;
+        let batch = self
+            .tree
+            .tree
+            .scan_leaf(start, bound, &within, self.batch_limit)?;
+        self.batch_limit = self.batch_limit.saturating_mul(2);
+        if batch.limited {
+            let last = batch.entries.last().map(|(key, _)| key.clone());
+            self.buffered.extend(batch.entries);
+            match last {
+                Some(last) => self.next = Bound::Excluded(last),
+                None => self.finished = true, // a limit of zero cannot happen; stop safely
+            }
+            return Ok(());
+        }
         self.buffered.extend(batch.entries);
         match batch.upper_fence {
             // Keys above a fence that is past the end are past the end too.

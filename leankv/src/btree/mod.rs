@@ -698,19 +698,25 @@ impl<P: Policy> BTree<P> {
         Ok(())
     }
 
-    /// Copies the entries of one leaf from the lower end of a range: those at or after
-    /// `start` (with `bound`) for which `keep` holds, stopping at the first that fails.
-    /// Returns the entries, whether `keep` stopped the scan, and the leaf's upper fence.
+    /// Copies entries of one leaf from the lower end of a range: those at or after `start`
+    /// (with `bound`) for which `keep` holds, stopping at the first that fails or after
+    /// `limit` entries. Returns the entries, whether `keep` stopped the scan, whether the limit
+    /// did, and the leaf's upper fence.
     pub(crate) fn scan_leaf(
         &self,
         start: &[u8],
         bound: Bound,
         keep: &dyn Fn(&[u8]) -> bool,
+        limit: usize,
     ) -> Result<LeafBatch> {
         self.bm.run(|mode| {
             self.read_leaf(start, bound, mode, |leaf| {
                 let mut batch = LeafBatch::default();
                 for index in leaf.search(start, bound)..leaf.count() {
+                    if batch.entries.len() == limit {
+                        batch.limited = true;
+                        break;
+                    }
                     let key = leaf.key(index);
                     if !keep(key) {
                         batch.stopped = true;
@@ -733,6 +739,8 @@ pub(crate) struct LeafBatch {
     pub(crate) entries: Vec<(Vec<u8>, Vec<u8>)>,
     /// The range's end was reached inside this leaf.
     pub(crate) stopped: bool,
+    /// The entry limit was reached before the leaf's end: continue after the last entry.
+    pub(crate) limited: bool,
     /// Where the next leaf starts (`None`: this was the last leaf).
     pub(crate) upper_fence: Option<Vec<u8>>,
 }
