@@ -33,6 +33,10 @@ pub trait Engine: Send + Sync {
     fn io(&self) -> IoCounters {
         IoCounters::default()
     }
+    /// The engine's own counters, by name (empty for engines that expose none).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// Makes everything written so far durable (or as durable as the engine gets).
     fn flush(&self) -> Result<()>;
     /// Settings a reader of the results needs: memory budget, durability, compression.
@@ -217,6 +221,21 @@ impl<P: Policy> Engine for LeanEngine<P> {
             page_reads: stats.page_reads,
             page_writes: stats.page_writes,
         }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let stats = self.db.stats();
+        vec![
+            ("page_reads", stats.page_reads),
+            ("page_writes", stats.page_writes),
+            ("background_writes", stats.background_writes),
+            ("evictions", stats.evictions),
+            ("unswizzles", stats.unswizzles),
+            ("cooling_hits", stats.cooling_hits),
+            ("restarts", stats.restarts),
+            ("pessimistic_fallbacks", stats.pessimistic_fallbacks),
+            ("read_waits", stats.read_waits),
+        ]
     }
 
     fn flush(&self) -> Result<()> {

@@ -104,6 +104,8 @@ pub struct RunRecord {
     pub latency: Latency,
     pub page_reads_per_s: f64,
     pub page_writes_per_s: f64,
+    /// The engine's counters over the run (leankv: evictions, cooling hits, restarts, ...).
+    pub engine_counters: BTreeMap<&'static str, u64>,
     pub peak_rss_bytes: u64,
     /// The memory cgroup's limit and its peak use (page cache included), when capped.
     pub memory_cap_bytes: Option<u64>,
@@ -271,6 +273,7 @@ fn run_engine(
                 latency: measured.latency,
                 page_reads_per_s: measured.per_second(measured.io.page_reads),
                 page_writes_per_s: measured.per_second(measured.io.page_writes),
+                engine_counters: measured.counters.iter().copied().collect(),
                 peak_rss_bytes: report::peak_rss(),
                 memory_cap_bytes: cap.as_ref().map(|cap| cap.limit_bytes),
                 cgroup_peak_bytes: cap.as_ref().map(MemoryCap::peak_bytes),
@@ -445,6 +448,11 @@ mod tests {
         };
         let records = run(&small).unwrap();
         assert!(records[0].page_reads_per_s > 0.0, "{:?}", records[0]);
+        let counters = &records[0].engine_counters;
+        assert!(
+            counters["evictions"] > 0 && counters["unswizzles"] > 0,
+            "{counters:?}"
+        );
         let rendered = table(&records).render();
         assert!(rendered.contains("leankv"), "{rendered}");
     }

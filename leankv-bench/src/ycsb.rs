@@ -63,6 +63,8 @@ pub struct Measurement {
     pub ops_by_kind: Vec<(Op, u64)>,
     pub latency: Latency,
     pub io: IoCounters,
+    /// How much each of the engine's counters grew during the run.
+    pub counters: Vec<(&'static str, u64)>,
 }
 
 impl Measurement {
@@ -81,6 +83,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Resu
     let sampler = Sampler::new(spec.distribution, spec.records);
     let stop = AtomicBool::new(false);
     let io_before = engine.io();
+    let counters_before = engine.counters();
     let started = Instant::now();
     let deadline = started + spec.duration;
     let results: Vec<Result<(Histogram<u64>, [u64; Op::ALL.len()])>> =
@@ -112,6 +115,17 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Resu
         });
     let elapsed = started.elapsed();
     let io_after = engine.io();
+    let counters = engine
+        .counters()
+        .into_iter()
+        .map(|(name, after)| {
+            let before = counters_before
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, value)| *value);
+            (name, after.saturating_sub(before))
+        })
+        .collect();
     let mut histogram = new_histogram();
     let mut counts = [0u64; Op::ALL.len()];
     for result in results {
@@ -130,6 +144,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Resu
             page_reads: io_after.page_reads - io_before.page_reads,
             page_writes: io_after.page_writes - io_before.page_writes,
         },
+        counters,
     })
 }
 
