@@ -24,18 +24,7 @@ impl Machine {
             .find_map(|line| line.strip_prefix("model name"))
             .and_then(|rest| rest.split_once(':'))
             .map_or("unknown".into(), |(_, model)| model.trim().to_string());
-        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let ram_bytes = meminfo
-            .lines()
-            .find_map(|line| line.strip_prefix("MemTotal:"))
-            .and_then(|rest| {
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })
-            .map_or(0, |kib| kib * 1024);
+        let ram_bytes = proc_kib_field("/proc/meminfo", "MemTotal:");
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map_or("unknown".into(), |release| release.trim().to_string());
         Machine {
@@ -133,10 +122,15 @@ pub fn reset_peak_rss() {
 
 /// Peak resident set size in bytes since start or the last [`reset_peak_rss`].
 pub fn peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    proc_kib_field("/proc/self/status", "VmHWM:")
+}
+
+/// The `<field> <n> kB` line of a `/proc` file, in bytes (0 if absent).
+fn proc_kib_field(path: &str, field: &str) -> u64 {
+    std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|rest| {
             rest.trim()
                 .trim_end_matches("kB")

@@ -6,23 +6,24 @@
 //! shortcuts. The ablations exist to measure what each of the paper's three techniques is worth
 //! (`leankv-bench`); users want [`Lean`], which is what `Db` means without a parameter.
 
-/// How the buffer manager translates page references, chooses victims and synchronizes.
+/// How the buffer manager translates page references, chooses victims and synchronizes. The
+/// defaults are the engine's own choices; a policy states only where it differs.
 pub trait Policy: Send + Sync + 'static {
     /// Name used in benchmark output.
     const NAME: &'static str;
     /// Pages in memory are reached through swizzled swips (`true`), or every reference stays
     /// a page id translated through a global, sharded hash table of resident pages (`false`).
-    const SWIZZLING: bool;
+    const SWIZZLING: bool = true;
     /// Victims are chosen by random unswizzling into the cooling FIFO (`true`), or in
     /// least-recently-used order, which records every page access in a global LRU list
     /// (`false`).
-    const LEAN_EVICTION: bool;
+    const LEAN_EVICTION: bool = true;
     /// Readers validate versions instead of latching (`true`), or every access takes a shared
     /// or exclusive latch, lock coupling down the tree (`false`).
-    const OPTIMISTIC: bool;
+    const OPTIMISTIC: bool = true;
     /// Pages leave memory when the pool is full (`true`); `false` is a plain in-memory tree:
     /// child references are frame indexes with no tag to test, and a full pool is an error.
-    const EVICTS: bool;
+    const EVICTS: bool = true;
     /// Every page access is appended to an access trace (`Db::take_access_trace`), for the
     /// replacement-policy simulator.
     const TRACE: bool = false;
@@ -38,10 +39,6 @@ pub struct Lean;
 
 impl Policy for Lean {
     const NAME: &'static str = "leankv";
-    const SWIZZLING: bool = true;
-    const LEAN_EVICTION: bool = true;
-    const OPTIMISTIC: bool = true;
-    const EVICTS: bool = true;
 }
 
 /// leankv with any of its three techniques switched off (paper Fig. 7).
@@ -62,7 +59,6 @@ impl<const S: bool, const E: bool, const O: bool> Policy for Ablated<S, E, O> {
     const SWIZZLING: bool = S;
     const LEAN_EVICTION: bool = E;
     const OPTIMISTIC: bool = O;
-    const EVICTS: bool = true;
 }
 
 /// Page translation through a hash table instead of swips.
@@ -80,10 +76,6 @@ pub struct Traced;
 
 impl Policy for Traced {
     const NAME: &'static str = "leankv-traced";
-    const SWIZZLING: bool = true;
-    const LEAN_EVICTION: bool = true;
-    const OPTIMISTIC: bool = true;
-    const EVICTS: bool = true;
     const TRACE: bool = true;
 }
 
@@ -95,9 +87,6 @@ pub struct Mmap;
 
 impl Policy for Mmap {
     const NAME: &'static str = "mmap";
-    const SWIZZLING: bool = true;
-    const LEAN_EVICTION: bool = true;
-    const OPTIMISTIC: bool = true;
     const EVICTS: bool = false;
     const POOL_IN_FILE: bool = true;
 }
@@ -108,8 +97,5 @@ pub struct InMemory;
 
 impl Policy for InMemory {
     const NAME: &'static str = "inmem";
-    const SWIZZLING: bool = true;
-    const LEAN_EVICTION: bool = true;
-    const OPTIMISTIC: bool = true;
     const EVICTS: bool = false;
 }
