@@ -117,15 +117,13 @@ struct YcsbArgs {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    match cli.command.unwrap_or(Command::Headline {
-        records: 2_000_000,
-        duration: 10,
-        common: CommonArgs {
-            dir: "bench-data".into(),
-            results: "bench/results/results.jsonl".into(),
-            direct_io: true,
-        },
-    }) {
+    // No subcommand means `headline` with its defaults, exactly as clap would parse it.
+    let command = cli.command.unwrap_or_else(|| {
+        Cli::parse_from(["leankv-bench", "headline"])
+            .command
+            .expect("`headline` parses to a command")
+    });
+    match command {
         Command::Headline {
             records,
             duration,
