@@ -30,7 +30,7 @@ impl<P: Policy> Clone for Tree<P> {
 }
 
 thread_local! {
-    /// Reused buffer for `get_with`, so zero-allocation lookups stay zero-allocation.
+    /// Reused buffer for `get_with` and `update_in_place`, so they do not allocate.
     static LOOKUP_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -105,6 +105,43 @@ impl<P: Policy> Tree<P> {
     /// Whether `key` is present.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.get_with(key, |_| ())?.is_some())
+    }
+
+    /// Changes the value of `key` in place: `modify` gets the current value and may rewrite
+    /// its bytes (not its length); the result is stored before any other operation on the key
+    /// can see the value. Returns `modify`'s result, or `None` if the key is absent (then
+    /// `modify` is not called). Suited to counters and fixed-layout records.
+    ///
+    /// `modify` runs while the key's leaf is latched: it must not use this tree.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let counters = db.open_tree("counters")?;
+    /// counters.insert("visits", 41u64.to_be_bytes())?;
+    /// let before = counters.update_in_place("visits", |bytes| {
+    ///     let count = u64::from_be_bytes(bytes.try_into().unwrap());
+    ///     bytes.copy_from_slice(&(count + 1).to_be_bytes());
+    ///     count
+    /// })?;
+    /// assert_eq!(before, Some(41));
+    /// assert_eq!(counters.get("visits")?.unwrap(), 42u64.to_be_bytes());
+    /// assert_eq!(counters.update_in_place("missing", |_| ())?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn update_in_place<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        modify: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>> {
+        let key = key.as_ref();
+        if !self.may_exist(key) {
+            return Ok(None);
+        }
+        let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
+        let result = self.tree.update(key, &mut buffer, modify);
+        LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
+        result
     }
 
     /// Removes `key`; returns whether it was present.

@@ -169,3 +169,45 @@ fn many_threads_insert_into_many_trees_concurrently() {
     }
     assert!(db.check_integrity().unwrap().is_ok());
 }
+
+/// Threads increment shared counters with `update_in_place` while other threads insert enough
+/// data to keep the small pool evicting (counters included): no increment may be lost.
+#[test]
+fn in_place_updates_of_shared_counters_lose_nothing() {
+    const COUNTERS: u64 = 8;
+    const INCREMENTS: u64 = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), small(48));
+    let tree = db.open_tree("counters").unwrap();
+    for counter in 0..COUNTERS {
+        tree.insert(key(counter * 1_000_000), 0u64.to_le_bytes())
+            .unwrap();
+    }
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let tree = &tree;
+            scope.spawn(move || {
+                for n in 0..INCREMENTS {
+                    let counter = key(((n + thread) % COUNTERS) * 1_000_000);
+                    let updated = tree
+                        .update_in_place(&counter, |bytes| {
+                            let count = u64::from_le_bytes(bytes.try_into().unwrap());
+                            bytes.copy_from_slice(&(count + 1).to_le_bytes());
+                        })
+                        .unwrap();
+                    assert!(updated.is_some());
+                    tree.insert(key(n * 8 + thread + 1), value_for(n, thread, 200))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    assert!(db.stats().evictions > 0, "the pool must have evicted");
+    let total: u64 = (0..COUNTERS)
+        .map(|counter| {
+            let bytes = tree.get(key(counter * 1_000_000)).unwrap().unwrap();
+            u64::from_le_bytes(bytes.try_into().unwrap())
+        })
+        .sum();
+    assert_eq!(total, 4 * INCREMENTS);
+}

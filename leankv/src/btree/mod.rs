@@ -341,6 +341,36 @@ impl<P: Policy> BTree<P> {
         }
     }
 
+    /// Rewrites the value of `key` in place with `modify`, which sees a copy of the current
+    /// value and may change its bytes but not its length. Runs at most once, under the leaf's
+    /// exclusive latch, so updates of one key are atomic with respect to each other. Returns
+    /// `None` (without calling `modify`) if the key is absent.
+    pub(crate) fn update<R>(
+        &self,
+        key: &[u8],
+        value: &mut Vec<u8>,
+        modify: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>> {
+        let mut modify = Some(modify);
+        self.bm.run(|mode| {
+            let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
+            let leaf = self.node(frame);
+            let (index, found) = leaf.lower_bound(key);
+            if !found {
+                return Ok(None);
+            }
+            value.clear();
+            value.extend_from_slice(leaf.value(index));
+            let modify = modify
+                .take()
+                .expect("nothing restarts after the latch is held");
+            let result = modify(value);
+            NodeMut::new(self.bm.page_mut(frame, &guard)).overwrite_value(index, value);
+            self.bm.frame(frame).set_dirty(true);
+            Ok(Some(result))
+        })
+    }
+
     /// Removes `key`; returns whether it existed.
     pub(crate) fn remove(&self, key: &[u8]) -> Result<bool> {
         let page_size = self.bm.page_size();
