@@ -16,22 +16,41 @@ pub struct IoCounters {
     pub page_writes: u64,
 }
 
+/// A table of an engine: its index in the [`Setup::tables`] the engine was opened with.
+pub type Table = usize;
+
 /// What the drivers need from an engine. Implementations are shared by all worker threads.
+/// Each operation stands alone (the engines' transactions are not used across operations).
 pub trait Engine: Send + Sync {
     /// Copies the value of `key` into `value`; false if absent.
-    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
+    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
     /// Inserts or overwrites.
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
     /// Inserts many pairs (the loader's path; engines with costly commits batch them).
-    fn put_batch(&self, pairs: &[([u8; 8], Vec<u8>)]) -> Result<()> {
+    fn put_batch(&self, table: Table, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
         pairs
             .iter()
-            .try_for_each(|(key, value)| self.put(key, value))
+            .try_for_each(|(key, value)| self.put(table, key, value))
     }
-    /// Reads up to `count` pairs from `start` on; returns how many there were.
-    fn scan(&self, start: &[u8], count: usize) -> Result<usize>;
+    /// Rewrites the value of `key` with `modify` (keeping its length), atomically with respect
+    /// to other updates of the same key; false if absent.
+    fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool>;
+    /// Removes `key`; false if it was absent.
+    fn delete(&self, table: Table, key: &[u8]) -> Result<bool>;
+    /// Calls `visit` on the pairs from `start` on, in key order, until it returns false or the
+    /// table ends.
+    fn scan(
+        &self,
+        table: Table,
+        start: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()>;
     fn io(&self) -> IoCounters {
         IoCounters::default()
+    }
+    /// Bytes of data the engine holds, if it can tell (else callers measure its files).
+    fn data_bytes(&self) -> Option<u64> {
+        None
     }
     /// The engine's own counters, by name (empty for engines that expose none).
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -41,6 +60,18 @@ pub trait Engine: Send + Sync {
     fn flush(&self) -> Result<()>;
     /// Settings a reader of the results needs: memory budget, durability, compression.
     fn settings(&self) -> String;
+}
+
+/// Reads up to `count` pairs of `table` from `start` on; returns how many there were.
+pub fn scan_count(engine: &dyn Engine, table: Table, start: &[u8], count: usize) -> Result<usize> {
+    let mut seen = 0;
+    if count > 0 {
+        engine.scan(table, start, &mut |_, _| {
+            seen += 1;
+            seen < count
+        })?;
+    }
+    Ok(seen)
 }
 
 /// Every engine the benchmarks know, whether or not this build includes it.
@@ -122,6 +153,8 @@ pub struct Setup {
     pub direct_io: bool,
     /// Size of the data (leankv's page file); engines that map all of it size mappings by it.
     pub data_bytes: u64,
+    /// The tables to open (created if missing); `Table` indexes this list.
+    pub tables: &'static [&'static str],
 }
 
 impl Setup {
@@ -153,7 +186,7 @@ pub fn open(kind: EngineKind, dir: &Path, setup: &Setup) -> Result<Arc<dyn Engin
 /// leankv under buffer-management policy `P`.
 pub struct LeanEngine<P: Policy> {
     db: Db<P>,
-    tree: Tree<P>,
+    trees: Vec<Tree<P>>,
     settings: String,
 }
 
@@ -180,7 +213,11 @@ impl<P: Policy> LeanEngine<P> {
     }
 
     fn with_db(db: Db<P>, setup: &Setup) -> Result<Self> {
-        let tree = db.open_tree("ycsb")?;
+        let trees = setup
+            .tables
+            .iter()
+            .map(|name| db.open_tree(name))
+            .collect::<leankv::Result<_>>()?;
         let stats = db.stats();
         let settings = format!(
             "pool {} MiB, {} KiB pages, cooling {:.0}%, I/O {:?}, no WAL (flush on close)",
@@ -189,30 +226,47 @@ impl<P: Policy> LeanEngine<P> {
             setup.cooling_fraction * 100.0,
             stats.io_mode,
         );
-        Ok(LeanEngine { db, tree, settings })
+        Ok(LeanEngine {
+            db,
+            trees,
+            settings,
+        })
     }
 }
 
 impl<P: Policy> Engine for LeanEngine<P> {
-    fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         value.clear();
-        Ok(self
-            .tree
+        Ok(self.trees[table]
             .get_with(key, |found| value.extend_from_slice(found))?
             .is_some())
     }
 
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.tree.insert(key, value)?)
+    fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.trees[table].insert(key, value)?)
     }
 
-    fn scan(&self, start: &[u8], count: usize) -> Result<usize> {
-        let mut seen = 0;
-        for item in self.tree.range(start..).take(count) {
-            item?;
-            seen += 1;
+    fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool> {
+        Ok(self.trees[table].update_in_place(key, modify)?.is_some())
+    }
+
+    fn delete(&self, table: Table, key: &[u8]) -> Result<bool> {
+        Ok(self.trees[table].remove(key)?)
+    }
+
+    fn scan(
+        &self,
+        table: Table,
+        start: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        for item in self.trees[table].range(start..) {
+            let (key, value) = item?;
+            if !visit(&key, &value) {
+                break;
+            }
         }
-        Ok(seen)
+        Ok(())
     }
 
     fn io(&self) -> IoCounters {
@@ -221,6 +275,12 @@ impl<P: Policy> Engine for LeanEngine<P> {
             page_reads: stats.page_reads,
             page_writes: stats.page_writes,
         }
+    }
+
+    /// Pages allocated so far (the page file's high-water mark, whether or not it is written).
+    fn data_bytes(&self) -> Option<u64> {
+        let stats = self.db.stats();
+        Some(stats.page_count * stats.page_size as u64)
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

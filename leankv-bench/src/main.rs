@@ -10,6 +10,7 @@ mod plot;
 mod report;
 mod sim;
 mod suite;
+mod tpcc;
 mod workload;
 mod ycsb;
 
@@ -47,6 +48,9 @@ enum Command {
     },
     /// YCSB-style suite: every engine x cooling x threads x distribution.
     Ycsb(YcsbArgs),
+    /// TPC-C: the five transactions in the standard mix on W warehouses, per engine, pool
+    /// and thread count, with a per-second time series and optional consistency checks.
+    Tpcc(TpccArgs),
     /// Random-read IOPS and sequential read bandwidth of the data directory's device (fio).
     Device {
         #[command(flatten)]
@@ -115,6 +119,38 @@ struct YcsbArgs {
     common: CommonArgs,
 }
 
+#[derive(Args)]
+struct TpccArgs {
+    /// Engines, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "leankv")]
+    engines: Vec<EngineKind>,
+    #[arg(long, default_value_t = 1)]
+    warehouses: u32,
+    /// Thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    threads: Vec<usize>,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Each worker owns a share of the warehouses and starts transactions only there.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    affinity: bool,
+    /// Memory budgets, comma-separated: bytes (512M, 2G) or multiples of the loaded data (2x).
+    #[arg(long, value_delimiter = ',', default_value = "8G")]
+    pool: Vec<PoolSize>,
+    /// After each run, verify consistency conditions 1-4 (clause 3.3.2); fail if one breaks.
+    #[arg(long)]
+    check: bool,
+    /// Label stored with every record (defaults to a time stamp).
+    #[arg(long)]
+    label: Option<String>,
+    /// Run each engine in a memory cgroup of pool size + 10% (root only).
+    #[arg(long)]
+    memory_cap: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     // No subcommand means `headline` with its defaults, exactly as clap would parse it.
@@ -130,6 +166,7 @@ fn main() -> Result<()> {
             common,
         } => headline(records, duration, &common),
         Command::Ycsb(args) => ycsb_suite(args),
+        Command::Tpcc(args) => tpcc_runs(args),
         Command::Device { common, seconds } => {
             device::measure(&common.dir, &common.results, seconds).map(drop)
         }
@@ -171,6 +208,43 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         "results appended to {} (label {})",
         suite.results.display(),
         suite.label
+    );
+    Ok(())
+}
+
+fn tpcc_runs(args: TpccArgs) -> Result<()> {
+    let config = tpcc::Config {
+        label: args.label.unwrap_or_else(|| default_label("tpcc")),
+        engines: args.engines,
+        warehouses: args.warehouses,
+        threads: args.threads,
+        duration: Duration::from_secs(args.duration),
+        affinity: args.affinity,
+        pools: args.pool,
+        check: args.check,
+        direct_io: args.common.direct_io,
+        memory_cap: args.memory_cap,
+        data_dir: args.common.dir,
+        results: args.common.results,
+    };
+    let records = tpcc::run(&config)?;
+    let plot_path = config
+        .results
+        .with_file_name(format!("{}.svg", config.label));
+    let values: Vec<serde_json::Value> = records
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    plot::time_series(
+        &values,
+        &format!("TPC-C, {} warehouses", config.warehouses),
+        &plot_path,
+    )?;
+    println!(
+        "results appended to {} (label {}), plot in {}",
+        config.results.display(),
+        config.label,
+        plot_path.display()
     );
     Ok(())
 }

@@ -33,10 +33,22 @@ pub fn open(kind: EngineKind, dir: &Path, setup: &Setup) -> Result<Arc<dyn crate
 #[cfg(feature = "rocksdb")]
 mod rocks {
     use super::*;
-    use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Direction, IteratorMode, DB};
+    use crate::engine::Table;
+    use rocksdb::{
+        BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
+        Direction, IteratorMode, DB,
+    };
+    use std::hash::BuildHasher;
+    use std::sync::Mutex;
 
+    /// Stripes of the lock table that makes `update` (a get and a put) atomic per key.
+    const UPDATE_STRIPES: usize = 256;
+
+    /// Table 0 is RocksDB's default column family, the others are named column families.
     pub struct Rocks {
         db: DB,
+        tables: &'static [&'static str],
+        update_locks: Vec<Mutex<()>>,
         settings: String,
     }
 
@@ -44,6 +56,7 @@ mod rocks {
         pub fn open(dir: &Path, setup: &Setup) -> Result<Rocks> {
             let mut options = rocksdb::Options::default();
             options.create_if_missing(true);
+            options.create_missing_column_families(true);
             options.set_compression_type(DBCompressionType::None);
             options.increase_parallelism(2);
             let mut table = BlockBasedOptions::default();
@@ -53,21 +66,41 @@ mod rocks {
             table.set_bloom_filter(10.0, false);
             options.set_block_based_table_factory(&table);
             options.set_use_direct_reads(setup.direct_io);
-            let db = DB::open(&options, dir)?;
+            let families = setup.tables[1..]
+                .iter()
+                .map(|name| ColumnFamilyDescriptor::new(*name, options.clone()));
+            let db = DB::open_cf_descriptors(&options, dir, families)?;
             let settings = format!(
-                "block cache {} MiB, 16 KiB blocks, bloom 10 bits, no compression, \
-                 direct reads {}, WAL on without fsync per write",
+                "block cache {} MiB (shared by all column families), 16 KiB blocks, bloom 10 \
+                 bits, no compression, direct reads {}, WAL on without fsync per write, updates \
+                 as get + put under a striped lock",
                 setup.pool_bytes >> 20,
                 setup.direct_io
             );
-            Ok(Rocks { db, settings })
+            Ok(Rocks {
+                db,
+                tables: setup.tables,
+                update_locks: (0..UPDATE_STRIPES).map(|_| Mutex::new(())).collect(),
+                settings,
+            })
+        }
+
+        fn family(&self, table: Table) -> &ColumnFamily {
+            let name = if table == 0 {
+                rocksdb::DEFAULT_COLUMN_FAMILY_NAME
+            } else {
+                self.tables[table]
+            };
+            self.db
+                .cf_handle(name)
+                .expect("every table's column family is opened with the database")
         }
     }
 
     impl Engine for Rocks {
-        fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
             value.clear();
-            Ok(match self.db.get_pinned(key)? {
+            Ok(match self.db.get_pinned_cf(self.family(table), key)? {
                 Some(found) => {
                     value.extend_from_slice(&found);
                     true
@@ -76,28 +109,63 @@ mod rocks {
             })
         }
 
-        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-            Ok(self.db.put(key, value)?)
+        fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+            Ok(self.db.put_cf(self.family(table), key, value)?)
         }
 
-        fn scan(&self, start: &[u8], count: usize) -> Result<usize> {
-            let mut seen = 0;
-            for item in self
-                .db
-                .iterator(IteratorMode::From(start, Direction::Forward))
-                .take(count)
-            {
-                item?;
-                seen += 1;
+        fn update(
+            &self,
+            table: Table,
+            key: &[u8],
+            modify: &mut dyn FnMut(&mut [u8]),
+        ) -> Result<bool> {
+            let stripe = rustc_hash::FxBuildHasher.hash_one((table, key)) as usize % UPDATE_STRIPES;
+            let _locked = self.update_locks[stripe]
+                .lock()
+                .expect("no panics while held");
+            let family = self.family(table);
+            let Some(mut value) = self.db.get_cf(family, key)? else {
+                return Ok(false);
+            };
+            modify(&mut value);
+            self.db.put_cf(family, key, value)?;
+            Ok(true)
+        }
+
+        fn delete(&self, table: Table, key: &[u8]) -> Result<bool> {
+            // RocksDB's delete does not say whether the key existed; callers rely on it.
+            let family = self.family(table);
+            let existed = self.db.get_pinned_cf(family, key)?.is_some();
+            if existed {
+                self.db.delete_cf(family, key)?;
             }
-            Ok(seen)
+            Ok(existed)
+        }
+
+        fn scan(
+            &self,
+            table: Table,
+            start: &[u8],
+            visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        ) -> Result<()> {
+            let mode = IteratorMode::From(start, Direction::Forward);
+            for item in self.db.iterator_cf(self.family(table), mode) {
+                let (key, value) = item?;
+                if !visit(&key, &value) {
+                    break;
+                }
+            }
+            Ok(())
         }
 
         /// Also compacts everything, so that runs after a load measure a settled tree rather
         /// than background compaction (as db_bench's `compact` step does).
         fn flush(&self) -> Result<()> {
-            self.db.flush()?;
-            self.db.compact_range::<&[u8], &[u8]>(None, None);
+            for table in 0..self.tables.len() {
+                let family = self.family(table);
+                self.db.flush_cf(family)?;
+                self.db.compact_range_cf::<&[u8], &[u8]>(family, None, None);
+            }
             Ok(())
         }
 
@@ -110,39 +178,45 @@ mod rocks {
 #[cfg(feature = "lmdb")]
 mod lmdb {
     use super::*;
+    use crate::engine::Table;
     use heed::types::Bytes;
     use heed::{Database, Env, EnvFlags, EnvOpenOptions};
     use std::ops::Bound;
 
+    /// Each table is a named LMDB database in one environment.
     pub struct Lmdb {
         env: Env,
-        table: Database<Bytes, Bytes>,
+        tables: Vec<Database<Bytes, Bytes>>,
     }
 
     impl Lmdb {
-        pub fn open(dir: &Path, _setup: &Setup) -> Result<Lmdb> {
+        pub fn open(dir: &Path, setup: &Setup) -> Result<Lmdb> {
             std::fs::create_dir_all(dir)?;
             // SAFETY (heed's contract): this process opens the environment once and no other
             // process uses the directory during the run.
             let env = unsafe {
                 EnvOpenOptions::new()
                     .map_size(256 << 30)
-                    .max_dbs(1)
+                    .max_dbs(setup.tables.len() as u32)
                     .flags(EnvFlags::NO_SYNC | EnvFlags::NO_READ_AHEAD)
                     .open(dir)?
             };
             let mut txn = env.write_txn()?;
-            let table = env.create_database(&mut txn, Some("ycsb"))?;
+            let tables = setup
+                .tables
+                .iter()
+                .map(|name| env.create_database(&mut txn, Some(name)))
+                .collect::<heed::Result<_>>()?;
             txn.commit()?;
-            Ok(Lmdb { env, table })
+            Ok(Lmdb { env, tables })
         }
     }
 
     impl Engine for Lmdb {
-        fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
             value.clear();
             let txn = self.env.read_txn()?;
-            Ok(match self.table.get(&txn, key)? {
+            Ok(match self.tables[table].get(&txn, key)? {
                 Some(found) => {
                     value.extend_from_slice(found);
                     true
@@ -151,21 +225,50 @@ mod lmdb {
             })
         }
 
-        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
             let mut txn = self.env.write_txn()?;
-            self.table.put(&mut txn, key, value)?;
+            self.tables[table].put(&mut txn, key, value)?;
             Ok(txn.commit()?)
         }
 
-        fn put_batch(&self, pairs: &[([u8; 8], Vec<u8>)]) -> Result<()> {
+        fn put_batch(&self, table: Table, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
             let mut txn = self.env.write_txn()?;
             for (key, value) in pairs {
-                self.table.put(&mut txn, key, value)?;
+                self.tables[table].put(&mut txn, key, value)?;
             }
             Ok(txn.commit()?)
         }
 
-        fn scan(&self, start: &[u8], count: usize) -> Result<usize> {
+        /// One write transaction: LMDB serializes writers, so the update is atomic.
+        fn update(
+            &self,
+            table: Table,
+            key: &[u8],
+            modify: &mut dyn FnMut(&mut [u8]),
+        ) -> Result<bool> {
+            let mut txn = self.env.write_txn()?;
+            let Some(mut value) = self.tables[table].get(&txn, key)?.map(<[u8]>::to_vec) else {
+                return Ok(false);
+            };
+            modify(&mut value);
+            self.tables[table].put(&mut txn, key, &value)?;
+            txn.commit()?;
+            Ok(true)
+        }
+
+        fn delete(&self, table: Table, key: &[u8]) -> Result<bool> {
+            let mut txn = self.env.write_txn()?;
+            let existed = self.tables[table].delete(&mut txn, key)?;
+            txn.commit()?;
+            Ok(existed)
+        }
+
+        fn scan(
+            &self,
+            table: Table,
+            start: &[u8],
+            visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        ) -> Result<()> {
             let txn = self.env.read_txn()?;
             // LMDB rejects empty keys, also as bounds.
             let lower = if start.is_empty() {
@@ -174,12 +277,13 @@ mod lmdb {
                 Bound::Included(start)
             };
             let range = (lower, Bound::Unbounded);
-            let mut seen = 0;
-            for item in self.table.range(&txn, &range)?.take(count) {
-                item?;
-                seen += 1;
+            for item in self.tables[table].range(&txn, &range)? {
+                let (key, value) = item?;
+                if !visit(key, value) {
+                    break;
+                }
             }
-            Ok(seen)
+            Ok(())
         }
 
         fn flush(&self) -> Result<()> {
@@ -188,7 +292,7 @@ mod lmdb {
 
         fn settings(&self) -> String {
             "mmap (OS page cache; cap with a memory cgroup), NO_SYNC commits, \
-             NO_READ_AHEAD, one write transaction per put"
+             NO_READ_AHEAD, one write transaction per put or update"
                 .into()
         }
     }
@@ -197,18 +301,21 @@ mod lmdb {
 #[cfg(feature = "redb")]
 mod redb_engine {
     use super::*;
-    use redb::{Database, Durability, TableDefinition};
+    use crate::engine::Table;
+    use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("ycsb");
-    /// One commit in this many is durable (see `put`).
+    /// One commit in this many is durable (see `write_txn`).
     const DURABLE_EVERY: u64 = 1000;
 
     pub struct Redb {
         db: Database,
+        tables: &'static [&'static str],
         commits: AtomicU64,
         settings: String,
     }
+
+    type Definition = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
     impl Redb {
         pub fn open(dir: &Path, setup: &Setup) -> Result<Redb> {
@@ -217,26 +324,48 @@ mod redb_engine {
                 .set_cache_size(setup.pool_bytes)
                 .create(dir.join("data.redb"))?;
             let txn = db.begin_write()?;
-            txn.open_table(TABLE)?;
+            for name in setup.tables {
+                txn.open_table(Definition::new(name))?;
+            }
             txn.commit()?;
             let settings = format!(
-                "cache {} MiB, one transaction per put, durable every {DURABLE_EVERY} commits \
-                 and per load batch, else Durability::None",
+                "cache {} MiB, one transaction per put or update, durable every \
+                 {DURABLE_EVERY} commits and per load batch, else Durability::None",
                 setup.pool_bytes >> 20
             );
             Ok(Redb {
                 db,
+                tables: setup.tables,
                 commits: AtomicU64::new(0),
                 settings,
             })
         }
+
+        fn definition(&self, table: Table) -> Definition {
+            Definition::new(self.tables[table])
+        }
+
+        /// A write transaction for one operation. Pages freed by non-durable commits are
+        /// reused only after a durable one, so without the periodic durable commit the file
+        /// grows without bound (tens of GB per million updates).
+        fn write_txn(&self) -> Result<WriteTransaction> {
+            let mut txn = self.db.begin_write()?;
+            if !self
+                .commits
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(DURABLE_EVERY)
+            {
+                txn.set_durability(Durability::None);
+            }
+            Ok(txn)
+        }
     }
 
     impl Engine for Redb {
-        fn get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
             value.clear();
             let txn = self.db.begin_read()?;
-            let table = txn.open_table(TABLE)?;
+            let table = txn.open_table(self.definition(table))?;
             Ok(match table.get(key)? {
                 Some(found) => {
                     value.extend_from_slice(found.value());
@@ -246,22 +375,16 @@ mod redb_engine {
             })
         }
 
-        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-            let mut txn = self.db.begin_write()?;
-            // Pages freed by non-durable commits are reused only after a durable one, so
-            // without these the file grows without bound (tens of GB per million updates).
-            let commits = self.commits.fetch_add(1, Ordering::Relaxed);
-            if commits % DURABLE_EVERY != 0 {
-                txn.set_durability(Durability::None);
-            }
-            txn.open_table(TABLE)?.insert(key, value)?;
+        fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+            let txn = self.write_txn()?;
+            txn.open_table(self.definition(table))?.insert(key, value)?;
             Ok(txn.commit()?)
         }
 
-        fn put_batch(&self, pairs: &[([u8; 8], Vec<u8>)]) -> Result<()> {
+        fn put_batch(&self, table: Table, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
             let txn = self.db.begin_write()?;
             {
-                let mut table = txn.open_table(TABLE)?;
+                let mut table = txn.open_table(self.definition(table))?;
                 for (key, value) in pairs {
                     table.insert(&key[..], &value[..])?;
                 }
@@ -269,15 +392,50 @@ mod redb_engine {
             Ok(txn.commit()?)
         }
 
-        fn scan(&self, start: &[u8], count: usize) -> Result<usize> {
-            let txn = self.db.begin_read()?;
-            let table = txn.open_table(TABLE)?;
-            let mut seen = 0;
-            for item in table.range(start..)?.take(count) {
-                item?;
-                seen += 1;
+        fn update(
+            &self,
+            table: Table,
+            key: &[u8],
+            modify: &mut dyn FnMut(&mut [u8]),
+        ) -> Result<bool> {
+            let txn = self.write_txn()?;
+            {
+                let mut table = txn.open_table(self.definition(table))?;
+                let Some(mut value) = table.get(key)?.map(|found| found.value().to_vec()) else {
+                    return Ok(false);
+                };
+                modify(&mut value);
+                table.insert(key, &value[..])?;
             }
-            Ok(seen)
+            txn.commit()?;
+            Ok(true)
+        }
+
+        fn delete(&self, table: Table, key: &[u8]) -> Result<bool> {
+            let txn = self.write_txn()?;
+            let existed = txn
+                .open_table(self.definition(table))?
+                .remove(key)?
+                .is_some();
+            txn.commit()?;
+            Ok(existed)
+        }
+
+        fn scan(
+            &self,
+            table: Table,
+            start: &[u8],
+            visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        ) -> Result<()> {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(self.definition(table))?;
+            for item in table.range(start..)? {
+                let (key, value) = item?;
+                if !visit(key.value(), value.value()) {
+                    break;
+                }
+            }
+            Ok(())
         }
 
         fn flush(&self) -> Result<()> {

@@ -5,16 +5,30 @@
 //! * [`lines`]: throughput over a swept parameter (Zipf θ as in Fig. 10, cooling percentage
 //!   as in Fig. 11), one line per engine and thread count, with the page-read rate of each
 //!   line dashed on a second axis.
+//! * [`time_series`]: TPC-C throughput per second of each run, with its write rate dashed on
+//!   a second axis (Fig. 9).
 
 use anyhow::{anyhow, Result};
+use plotters::chart::DualCoordChartContext;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde_json::Value;
 use std::path::Path;
 
 const SIZE: (u32, u32) = (900, 540);
 
-/// x, operations per second, page reads per second.
+/// x, the main value (solid line), the secondary value (dashed line, right axis).
 type Point = (f64, f64, f64);
+
+/// Axis descriptions and scale of a line chart.
+struct Axes<'a> {
+    x: &'a str,
+    y: &'a str,
+    secondary: &'a str,
+    /// Log scale for the main axis (values spanning orders of magnitude).
+    log_y: bool,
+}
 
 fn series_color(index: usize) -> RGBColor {
     const PALETTE: [RGBColor; 8] = [
@@ -143,6 +157,64 @@ pub fn lines(
     for (_, points) in &mut groups {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
+    let axes = Axes {
+        x: x_desc,
+        y: "operations per second (solid, log scale)",
+        secondary: "page reads per second (dashed)",
+        log_y: true,
+    };
+    draw_lines(&groups, title, &axes, path)
+}
+
+/// Transactions per second over each run's seconds (one line per record, from its `series`),
+/// with the MiB written per second dashed against the right axis.
+pub fn time_series(records: &[Value], title: &str, path: &Path) -> Result<()> {
+    let groups: Vec<(String, Vec<Point>)> = records
+        .iter()
+        .map(|record| {
+            let name = format!(
+                "{} {}T pool {} MiB",
+                text(record, "engine"),
+                number(record, "threads"),
+                number(record, "pool_bytes") as u64 >> 20
+            );
+            let points = record["series"]
+                .as_array()
+                .map(|series| {
+                    series
+                        .iter()
+                        .map(|sample| {
+                            (
+                                number(sample, "second"),
+                                number(sample, "tps"),
+                                number(sample, "mib_written_per_s"),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (name, points)
+        })
+        .filter(|(_, points): &(String, Vec<Point>)| !points.is_empty())
+        .collect();
+    if groups.is_empty() {
+        return Err(anyhow!("no time series to plot"));
+    }
+    let axes = Axes {
+        x: "seconds",
+        y: "transactions per second (solid)",
+        secondary: "MiB/s written (dashed)",
+        log_y: false,
+    };
+    draw_lines(&groups, title, &axes, path)
+}
+
+fn draw_lines(
+    groups: &[(String, Vec<Point>)],
+    title: &str,
+    axes: &Axes<'_>,
+    path: &Path,
+) -> Result<()> {
     let all = || groups.iter().flat_map(|(_, points)| points.iter());
     let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let x_max = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
@@ -151,32 +223,67 @@ pub fn lines(
     } else {
         x_min - 1.0..x_max + 1.0
     };
-    // Throughput spans orders of magnitude over θ: a log axis keeps every point readable.
-    let ops_top = all().map(|p| p.1).fold(0.0, f64::max) * 2.0 + 1.0;
-    let ops_bottom = (all().map(|p| p.1).fold(f64::INFINITY, f64::min) / 2.0).max(1.0);
+    let ops_top = all().map(|p| p.1).fold(0.0, f64::max);
+    let ops_bottom = all().map(|p| p.1).fold(f64::INFINITY, f64::min);
     let reads_top = all().map(|p| p.2).fold(0.0, f64::max) * 1.1 + 1.0;
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut builder = ChartBuilder::on(&root);
+    builder
         .caption(title, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .right_y_label_area_size(80)
-        .build_cartesian_2d(x_range.clone(), (ops_bottom..ops_top).log_scale())
-        .map_err(plot_error)?
-        .set_secondary_coord(x_range, 0f64..reads_top);
+        .right_y_label_area_size(80);
+    if axes.log_y {
+        let y_range = ((ops_bottom / 2.0).max(1.0)..ops_top * 2.0 + 1.0).log_scale();
+        let mut chart = builder
+            .build_cartesian_2d(x_range.clone(), y_range)
+            .map_err(plot_error)?
+            .set_secondary_coord(x_range, 0f64..reads_top);
+        fill_chart(&mut chart, axes, groups)?;
+    } else {
+        let mut chart = builder
+            .build_cartesian_2d(x_range.clone(), 0f64..ops_top * 1.1 + 1.0)
+            .map_err(plot_error)?
+            .set_secondary_coord(x_range, 0f64..reads_top);
+        fill_chart(&mut chart, axes, groups)?;
+    }
+    root.present().map_err(plot_error)?;
+    Ok(())
+}
+
+/// Draws the axes, each group's main line (with points) and, if non-zero, its secondary line
+/// dashed, and the legend.
+fn fill_chart<'a, X, Y>(
+    chart: &mut DualCoordChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<X, Y>,
+        Cartesian2d<RangedCoordf64, RangedCoordf64>,
+    >,
+    axes: &Axes<'_>,
+    groups: &[(String, Vec<Point>)],
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let thousands = |y: &f64| format!("{:.0}K", y / 1000.0);
+    let plain = |y: &f64| format!("{y:.0}");
     chart
         .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc("operations per second (solid, log scale)")
-        .y_label_formatter(&|y| format!("{:.0}K", y / 1000.0))
+        .x_desc(axes.x)
+        .y_desc(axes.y)
+        .y_label_formatter(&thousands)
         .draw()
         .map_err(plot_error)?;
+    // Read rates are thousands per second, write rates a few MiB per second.
+    let secondary: &dyn Fn(&f64) -> String = if axes.log_y { &thousands } else { &plain };
     chart
         .configure_secondary_axes()
-        .y_desc("page reads per second (dashed)")
-        .y_label_formatter(&|y| format!("{:.0}K", y / 1000.0))
+        .y_desc(axes.secondary)
+        .y_label_formatter(&secondary)
         .draw()
         .map_err(plot_error)?;
     for (index, (name, points)) in groups.iter().enumerate() {
@@ -214,7 +321,6 @@ pub fn lines(
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(plot_error)?;
-    root.present().map_err(plot_error)?;
     Ok(())
 }
 

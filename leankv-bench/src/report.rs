@@ -125,6 +125,19 @@ pub fn peak_rss() -> u64 {
     proc_kib_field("/proc/self/status", "VmHWM:")
 }
 
+/// Bytes this process has read from and written to storage so far (`/proc/self/io`; direct
+/// I/O included, page-cache writes when they are accounted).
+pub fn process_io_bytes() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("read_bytes:"), field("write_bytes:"))
+}
+
 /// The `<field> <n> kB` line of a `/proc` file, in bytes (0 if absent).
 fn proc_kib_field(path: &str, field: &str) -> u64 {
     std::fs::read_to_string(path)

@@ -3,7 +3,7 @@
 //! (and across invocations: a `.loaded` marker records a finished load).
 
 use crate::cgroup::MemoryCap;
-use crate::engine::{self, Engine, EngineKind, Setup};
+use crate::engine::{self, scan_count, Engine, EngineKind, Setup};
 use crate::report::{self, Latency, Machine, Table};
 use crate::workload::{Distribution, Mix};
 use crate::ycsb::{self, RunSpec};
@@ -49,7 +49,7 @@ impl std::str::FromStr for PoolSize {
 }
 
 impl PoolSize {
-    fn bytes(self, data_bytes: u64) -> usize {
+    pub fn bytes(self, data_bytes: u64) -> usize {
         match self {
             PoolSize::Bytes(bytes) => bytes,
             PoolSize::OfData(factor) => (data_bytes as f64 * factor) as usize,
@@ -154,6 +154,7 @@ fn load_setup(suite: &Suite) -> Setup {
         cooling_fraction: 0.1,
         direct_io: suite.direct_io,
         data_bytes: estimate as u64,
+        tables: ycsb::TABLES,
     }
 }
 
@@ -206,6 +207,7 @@ fn run_engine(
         cooling_fraction: cooling,
         direct_io: suite.direct_io,
         data_bytes,
+        tables: ycsb::TABLES,
     };
     let capped = suite.memory_cap && kind != EngineKind::Inmem;
     let enter_cap = || MemoryCap::enter(setup.pool_bytes as u64 * 11 / 10);
@@ -307,7 +309,7 @@ fn run_engine(
 fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -> Result<()> {
     let started = Instant::now();
     if setup.pool_bytes as u64 >= data_bytes * 11 / 10 {
-        let seen = engine.scan(&[], usize::MAX)?;
+        let seen = scan_count(engine, ycsb::TABLE, &[], usize::MAX)?;
         anyhow::ensure!(
             seen as u64 >= suite.records,
             "{} records found, {} loaded",
@@ -379,14 +381,14 @@ pub fn table(records: &[RunRecord]) -> Table {
     table
 }
 
-fn unix_time() -> u64 {
+pub fn unix_time() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 /// A fresh directory under `parent` for data that lives only during one run.
-fn tempdir_in(parent: &Path) -> Result<PathBuf> {
+pub fn tempdir_in(parent: &Path) -> Result<PathBuf> {
     let path = parent.join(format!(
         "scratch-{}-{}",
         std::process::id(),

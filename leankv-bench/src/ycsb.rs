@@ -1,7 +1,7 @@
 //! YCSB-style runs: load a key space, then run an operation mix for a duration on T threads,
 //! measuring throughput, latency percentiles and page I/O.
 
-use crate::engine::{Engine, IoCounters};
+use crate::engine::{scan_count, Engine, IoCounters, Table};
 use crate::report::Latency;
 use crate::workload::{fill_value, key, Distribution, Mix, Op, Sampler};
 use anyhow::{bail, Result};
@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 const LOAD_BATCH: usize = 10_000;
 /// Operations between two looks at the clock.
 const CLOCK_INTERVAL: u64 = 64;
+/// The one table YCSB runs use.
+pub const TABLE: Table = 0;
+/// The tables to open for YCSB runs.
+pub const TABLES: &[&str] = &["ycsb"];
 /// Longest scan, in records (YCSB E draws the length uniformly from 1 to this).
 pub const MAX_SCAN_LENGTH: usize = 100;
 
@@ -31,9 +35,9 @@ pub fn load(engine: &dyn Engine, records: u64, value_size: usize) -> Result<f64>
     for index in 0..records {
         let mut value = vec![0; value_size];
         fill_value(&mut value, index, 0);
-        batch.push((key(index), value));
+        batch.push((key(index).to_vec(), value));
         if batch.len() == LOAD_BATCH || index + 1 == records {
-            engine.put_batch(&batch)?;
+            engine.put_batch(TABLE, &batch)?;
             bar.inc(batch.len() as u64);
             batch.clear();
         }
@@ -177,7 +181,7 @@ fn worker(
         match op {
             Op::Read => {
                 let index = sampler.next(&mut rng);
-                if !engine.get(&key(index), &mut read_buffer)? {
+                if !engine.get(TABLE, &key(index), &mut read_buffer)? {
                     bail!("record {index} is missing");
                 }
             }
@@ -185,26 +189,26 @@ fn worker(
                 let index = sampler.next(&mut rng);
                 version += 1;
                 fill_value(&mut value, index, version);
-                engine.put(&key(index), &value)?;
+                engine.put(TABLE, &key(index), &value)?;
             }
             Op::Insert => {
                 let index = next_insert.fetch_add(1, Ordering::Relaxed);
                 fill_value(&mut value, index, 0);
-                engine.put(&key(index), &value)?;
+                engine.put(TABLE, &key(index), &value)?;
             }
             Op::Scan => {
                 let index = sampler.next(&mut rng);
                 let length = rng.usize(1..=MAX_SCAN_LENGTH);
-                engine.scan(&key(index), length)?;
+                scan_count(engine, TABLE, &key(index), length)?;
             }
             Op::ReadModifyWrite => {
                 let index = sampler.next(&mut rng);
-                if !engine.get(&key(index), &mut read_buffer)? {
+                if !engine.get(TABLE, &key(index), &mut read_buffer)? {
                     bail!("record {index} is missing");
                 }
                 version += 1;
                 fill_value(&mut value, index, version);
-                engine.put(&key(index), &value)?;
+                engine.put(TABLE, &key(index), &value)?;
             }
         }
         let nanos = started.elapsed().as_nanos() as u64;
@@ -225,6 +229,7 @@ mod tests {
             cooling_fraction: 0.1,
             direct_io: false,
             data_bytes: 1 << 20,
+            tables: TABLES,
         }
     }
 
@@ -235,9 +240,12 @@ mod tests {
             let engine = open(kind, dir.path(), &setup()).unwrap();
             load(engine.as_ref(), 5_000, 100).unwrap();
             let mut value = Vec::new();
-            assert!(engine.get(&key(4_999), &mut value).unwrap());
+            assert!(engine.get(TABLE, &key(4_999), &mut value).unwrap());
             assert_eq!(value.len(), 100);
-            assert_eq!(engine.scan(&[], usize::MAX).unwrap(), 5_000);
+            assert_eq!(
+                scan_count(engine.as_ref(), TABLE, &[], usize::MAX).unwrap(),
+                5_000
+            );
             let next_insert = AtomicU64::new(5_000);
             for letter in ['a', 'b', 'c', 'd', 'e', 'f'] {
                 let spec = RunSpec {
@@ -256,7 +264,10 @@ mod tests {
             }
             let inserted = next_insert.load(Ordering::Relaxed);
             assert!(inserted > 5_000);
-            assert_eq!(engine.scan(&[], usize::MAX).unwrap() as u64, inserted);
+            assert_eq!(
+                scan_count(engine.as_ref(), TABLE, &[], usize::MAX).unwrap() as u64,
+                inserted
+            );
         }
     }
 

@@ -1,0 +1,677 @@
+//! The TPC-C relations as key-value tables: order-preserving keys (big-endian integers, names
+//! zero-padded to a fixed width) and compact fixed-layout values, so that every row of a table
+//! has one size and updates can rewrite a value in place.
+//!
+//! Key fields are not repeated in values. Money is stored in cents and rates in units of
+//! 1/10,000 (integers keep the consistency sums exact). Null dates and carrier ids are 0.
+
+use crate::engine::Table;
+
+pub const WAREHOUSE: Table = 0;
+pub const DISTRICT: Table = 1;
+pub const CUSTOMER: Table = 2;
+/// Secondary index: customers by (warehouse, district, last name, first name, id).
+pub const CUSTOMER_BY_NAME: Table = 3;
+pub const HISTORY: Table = 4;
+pub const NEW_ORDER: Table = 5;
+pub const ORDER: Table = 6;
+/// Secondary index: orders by (warehouse, district, customer, order id).
+pub const ORDER_BY_CUSTOMER: Table = 7;
+pub const ORDER_LINE: Table = 8;
+pub const ITEM: Table = 9;
+pub const STOCK: Table = 10;
+
+/// Table names, indexed by the constants above.
+pub const TABLES: &[&str] = &[
+    "warehouse",
+    "district",
+    "customer",
+    "customer_by_name",
+    "history",
+    "new_order",
+    "order",
+    "order_by_customer",
+    "order_line",
+    "item",
+    "stock",
+];
+
+/// Width of first and last names in keys and rows.
+pub const NAME_WIDTH: usize = 16;
+
+/// Builds a key from big-endian fields.
+#[derive(Default)]
+pub struct Key(Vec<u8>);
+
+impl Key {
+    pub fn u8(mut self, value: u8) -> Self {
+        self.0.push(value);
+        self
+    }
+
+    pub fn u32(mut self, value: u32) -> Self {
+        self.0.extend_from_slice(&value.to_be_bytes());
+        self
+    }
+
+    pub fn u64(mut self, value: u64) -> Self {
+        self.0.extend_from_slice(&value.to_be_bytes());
+        self
+    }
+
+    /// A name zero-padded to `NAME_WIDTH` bytes, so shorter names sort first.
+    pub fn name(mut self, name: &[u8]) -> Self {
+        debug_assert!(name.len() <= NAME_WIDTH);
+        let start = self.0.len();
+        self.0.extend_from_slice(name);
+        self.0.resize(start + NAME_WIDTH, 0);
+        self
+    }
+
+    pub fn build(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+pub fn warehouse_key(w: u32) -> Vec<u8> {
+    Key::default().u32(w).build()
+}
+
+pub fn district_key(w: u32, d: u8) -> Vec<u8> {
+    Key::default().u32(w).u8(d).build()
+}
+
+pub fn customer_key(w: u32, d: u8, c: u32) -> Vec<u8> {
+    Key::default().u32(w).u8(d).u32(c).build()
+}
+
+pub fn customer_by_name_key(w: u32, d: u8, last: &[u8], first: &[u8], c: u32) -> Vec<u8> {
+    Key::default()
+        .u32(w)
+        .u8(d)
+        .name(last)
+        .name(first)
+        .u32(c)
+        .build()
+}
+
+/// The prefix of all index entries for customers named `last` in one district.
+pub fn customer_by_name_prefix(w: u32, d: u8, last: &[u8]) -> Vec<u8> {
+    Key::default().u32(w).u8(d).name(last).build()
+}
+
+/// History rows have no key in the specification: `origin` (0 for the loader, the worker
+/// number plus one for workers) and a sequence number of that origin make one.
+pub fn history_key(origin: u32, sequence: u64) -> Vec<u8> {
+    Key::default().u32(origin).u64(sequence).build()
+}
+
+/// Also the key of the order's NEW-ORDER row.
+pub fn order_key(w: u32, d: u8, o: u32) -> Vec<u8> {
+    Key::default().u32(w).u8(d).u32(o).build()
+}
+
+pub fn order_by_customer_key(w: u32, d: u8, c: u32, o: u32) -> Vec<u8> {
+    Key::default().u32(w).u8(d).u32(c).u32(o).build()
+}
+
+pub fn order_line_key(w: u32, d: u8, o: u32, number: u8) -> Vec<u8> {
+    Key::default().u32(w).u8(d).u32(o).u8(number).build()
+}
+
+pub fn item_key(i: u32) -> Vec<u8> {
+    Key::default().u32(i).build()
+}
+
+pub fn stock_key(w: u32, i: u32) -> Vec<u8> {
+    Key::default().u32(w).u32(i).build()
+}
+
+/// The last big-endian u32 of a key (the id that ends index and order keys).
+pub fn trailing_u32(key: &[u8]) -> u32 {
+    key.len().checked_sub(4).map_or(0, |at| {
+        u32::from_be_bytes(key[at..].try_into().expect("4 bytes"))
+    })
+}
+
+/// Writes fixed-layout fields into a value.
+pub struct Writer<'a> {
+    out: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.out[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+
+    pub fn u8(&mut self, value: u8) {
+        self.put(&[value]);
+    }
+
+    pub fn u32(&mut self, value: u32) {
+        self.put(&value.to_le_bytes());
+    }
+
+    pub fn i64(&mut self, value: i64) {
+        self.put(&value.to_le_bytes());
+    }
+
+    pub fn u64(&mut self, value: u64) {
+        self.put(&value.to_le_bytes());
+    }
+
+    /// A string in `width` bytes behind a length byte (longer strings are cut).
+    pub fn text(&mut self, text: &[u8], width: usize) {
+        let len = text.len().min(width);
+        self.u8(len as u8);
+        self.put(&text[..len]);
+        self.out[self.at..self.at + width - len].fill(0);
+        self.at += width - len;
+    }
+}
+
+/// Reads fixed-layout fields from a value.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let field = self.bytes[self.at..self.at + N]
+            .try_into()
+            .expect("N bytes");
+        self.at += N;
+        field
+    }
+
+    pub fn u8(&mut self) -> u8 {
+        self.take::<1>()[0]
+    }
+
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+
+    pub fn i64(&mut self) -> i64 {
+        i64::from_le_bytes(self.take())
+    }
+
+    pub fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+
+    pub fn text(&mut self, width: usize) -> Vec<u8> {
+        let len = usize::from(self.u8()).min(width);
+        let text = self.bytes[self.at..self.at + len].to_vec();
+        self.at += width;
+        text
+    }
+}
+
+/// A row with a fixed encoded size.
+pub trait Row: Sized {
+    const SIZE: usize;
+    fn write(&self, out: &mut Writer<'_>);
+    fn read(input: &mut Reader<'_>) -> Self;
+
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = vec![0; Self::SIZE];
+        self.encode_into(&mut bytes);
+        bytes
+    }
+
+    /// Encodes into `bytes`, which must be `SIZE` long.
+    fn encode_into(&self, bytes: &mut [u8]) {
+        assert_eq!(bytes.len(), Self::SIZE, "row buffer of the wrong size");
+        let mut writer = Writer { out: bytes, at: 0 };
+        self.write(&mut writer);
+        debug_assert_eq!(writer.at, Self::SIZE);
+    }
+
+    /// Decodes a value; `None` if it does not have this row's size.
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        (bytes.len() == Self::SIZE).then(|| Self::read(&mut Reader { bytes, at: 0 }))
+    }
+}
+
+/// Street, city, state and zip: the address block several relations share.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Address {
+    pub street_1: Vec<u8>,
+    pub street_2: Vec<u8>,
+    pub city: Vec<u8>,
+    pub state: Vec<u8>,
+    pub zip: Vec<u8>,
+}
+
+impl Address {
+    const SIZE: usize = 3 * 21 + 3 + 10;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.text(&self.street_1, 20);
+        out.text(&self.street_2, 20);
+        out.text(&self.city, 20);
+        out.text(&self.state, 2);
+        out.text(&self.zip, 9);
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        Address {
+            street_1: input.text(20),
+            street_2: input.text(20),
+            city: input.text(20),
+            state: input.text(2),
+            zip: input.text(9),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warehouse {
+    pub name: Vec<u8>,
+    pub address: Address,
+    /// Rate in 1/10,000.
+    pub tax: u32,
+    /// Cents.
+    pub ytd: i64,
+}
+
+impl Row for Warehouse {
+    const SIZE: usize = 11 + Address::SIZE + 4 + 8;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.text(&self.name, 10);
+        self.address.write(out);
+        out.u32(self.tax);
+        out.i64(self.ytd);
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        Warehouse {
+            name: input.text(10),
+            address: Address::read(input),
+            tax: input.u32(),
+            ytd: input.i64(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct District {
+    pub name: Vec<u8>,
+    pub address: Address,
+    pub tax: u32,
+    pub ytd: i64,
+    pub next_order_id: u32,
+}
+
+impl Row for District {
+    const SIZE: usize = 11 + Address::SIZE + 4 + 8 + 4;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.text(&self.name, 10);
+        self.address.write(out);
+        out.u32(self.tax);
+        out.i64(self.ytd);
+        out.u32(self.next_order_id);
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        District {
+            name: input.text(10),
+            address: Address::read(input),
+            tax: input.u32(),
+            ytd: input.i64(),
+            next_order_id: input.u32(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Customer {
+    pub first: Vec<u8>,
+    pub middle: Vec<u8>,
+    pub last: Vec<u8>,
+    pub address: Address,
+    pub phone: Vec<u8>,
+    pub since: u64,
+    /// "GC" or "BC".
+    pub credit: Vec<u8>,
+    pub credit_limit: i64,
+    pub discount: u32,
+    pub balance: i64,
+    pub ytd_payment: i64,
+    pub payment_count: u32,
+    pub delivery_count: u32,
+    pub data: Vec<u8>,
+}
+
+/// Longest customer data (clause 2.5.2.2 keeps it at 500 characters).
+pub const CUSTOMER_DATA_WIDTH: usize = 500;
+
+impl Row for Customer {
+    const SIZE: usize =
+        17 + 3 + 17 + Address::SIZE + 17 + 8 + 3 + 8 + 4 + 8 + 8 + 4 + 4 + 2 + CUSTOMER_DATA_WIDTH;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.text(&self.first, NAME_WIDTH);
+        out.text(&self.middle, 2);
+        out.text(&self.last, NAME_WIDTH);
+        self.address.write(out);
+        out.text(&self.phone, 16);
+        out.u64(self.since);
+        out.text(&self.credit, 2);
+        out.i64(self.credit_limit);
+        out.u32(self.discount);
+        out.i64(self.balance);
+        out.i64(self.ytd_payment);
+        out.u32(self.payment_count);
+        out.u32(self.delivery_count);
+        // Data is up to 500 bytes, longer than a length byte counts: two length bytes.
+        let len = self.data.len().min(CUSTOMER_DATA_WIDTH);
+        out.put(&(len as u16).to_le_bytes());
+        out.put(&self.data[..len]);
+        out.out[out.at..out.at + CUSTOMER_DATA_WIDTH - len].fill(0);
+        out.at += CUSTOMER_DATA_WIDTH - len;
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        let first = input.text(NAME_WIDTH);
+        let middle = input.text(2);
+        let last = input.text(NAME_WIDTH);
+        let address = Address::read(input);
+        let phone = input.text(16);
+        let since = input.u64();
+        let credit = input.text(2);
+        let credit_limit = input.i64();
+        let discount = input.u32();
+        let balance = input.i64();
+        let ytd_payment = input.i64();
+        let payment_count = input.u32();
+        let delivery_count = input.u32();
+        let len = usize::from(u16::from_le_bytes(input.take())).min(CUSTOMER_DATA_WIDTH);
+        let data = input.bytes[input.at..input.at + len].to_vec();
+        input.at += CUSTOMER_DATA_WIDTH;
+        Customer {
+            first,
+            middle,
+            last,
+            address,
+            phone,
+            since,
+            credit,
+            credit_limit,
+            discount,
+            balance,
+            ytd_payment,
+            payment_count,
+            delivery_count,
+            data,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct History {
+    pub customer: u32,
+    pub customer_district: u8,
+    pub customer_warehouse: u32,
+    pub district: u8,
+    pub warehouse: u32,
+    pub date: u64,
+    pub amount: i64,
+    pub data: Vec<u8>,
+}
+
+impl Row for History {
+    const SIZE: usize = 4 + 1 + 4 + 1 + 4 + 8 + 8 + 25;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.u32(self.customer);
+        out.u8(self.customer_district);
+        out.u32(self.customer_warehouse);
+        out.u8(self.district);
+        out.u32(self.warehouse);
+        out.u64(self.date);
+        out.i64(self.amount);
+        out.text(&self.data, 24);
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        History {
+            customer: input.u32(),
+            customer_district: input.u8(),
+            customer_warehouse: input.u32(),
+            district: input.u8(),
+            warehouse: input.u32(),
+            date: input.u64(),
+            amount: input.i64(),
+            data: input.text(24),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Order {
+    pub customer: u32,
+    pub entry_date: u64,
+    /// 0 until delivered.
+    pub carrier: u8,
+    pub line_count: u8,
+    pub all_local: bool,
+}
+
+impl Row for Order {
+    const SIZE: usize = 4 + 8 + 1 + 1 + 1;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.u32(self.customer);
+        out.u64(self.entry_date);
+        out.u8(self.carrier);
+        out.u8(self.line_count);
+        out.u8(self.all_local.into());
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        Order {
+            customer: input.u32(),
+            entry_date: input.u64(),
+            carrier: input.u8(),
+            line_count: input.u8(),
+            all_local: input.u8() != 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderLine {
+    pub item: u32,
+    pub supply_warehouse: u32,
+    /// 0 until delivered.
+    pub delivery_date: u64,
+    pub quantity: u8,
+    pub amount: i64,
+    pub dist_info: Vec<u8>,
+}
+
+impl Row for OrderLine {
+    const SIZE: usize = 4 + 4 + 8 + 1 + 8 + 25;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.u32(self.item);
+        out.u32(self.supply_warehouse);
+        out.u64(self.delivery_date);
+        out.u8(self.quantity);
+        out.i64(self.amount);
+        out.text(&self.dist_info, 24);
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        OrderLine {
+            item: input.u32(),
+            supply_warehouse: input.u32(),
+            delivery_date: input.u64(),
+            quantity: input.u8(),
+            amount: input.i64(),
+            dist_info: input.text(24),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub image_id: u32,
+    pub name: Vec<u8>,
+    pub price: i64,
+    pub data: Vec<u8>,
+}
+
+impl Row for Item {
+    const SIZE: usize = 4 + 25 + 8 + 51;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.u32(self.image_id);
+        out.text(&self.name, 24);
+        out.i64(self.price);
+        out.text(&self.data, 50);
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        Item {
+            image_id: input.u32(),
+            name: input.text(24),
+            price: input.i64(),
+            data: input.text(50),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stock {
+    pub quantity: u32,
+    /// S_DIST_01 .. S_DIST_10.
+    pub dist: [Vec<u8>; 10],
+    pub ytd: u32,
+    pub order_count: u32,
+    pub remote_count: u32,
+    pub data: Vec<u8>,
+}
+
+impl Row for Stock {
+    const SIZE: usize = 4 + 10 * 25 + 4 + 4 + 4 + 51;
+
+    fn write(&self, out: &mut Writer<'_>) {
+        out.u32(self.quantity);
+        for dist in &self.dist {
+            out.text(dist, 24);
+        }
+        out.u32(self.ytd);
+        out.u32(self.order_count);
+        out.u32(self.remote_count);
+        out.text(&self.data, 50);
+    }
+
+    fn read(input: &mut Reader<'_>) -> Self {
+        Stock {
+            quantity: input.u32(),
+            dist: std::array::from_fn(|_| input.text(24)),
+            ytd: input.u32(),
+            order_count: input.u32(),
+            remote_count: input.u32(),
+            data: input.text(50),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_like_their_fields() {
+        // Numeric order survives byte order, across byte boundaries.
+        let orders: Vec<_> = [(1, 1, 255), (1, 1, 256), (1, 2, 1), (2, 1, 0), (256, 1, 1)]
+            .iter()
+            .map(|&(w, d, o)| order_key(w, d, o))
+            .collect();
+        assert!(orders.windows(2).all(|pair| pair[0] < pair[1]));
+        let lines: Vec<_> = (1..=15).map(|n| order_line_key(3, 4, 70_000, n)).collect();
+        assert!(lines.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(order_line_key(3, 4, 70_000, 15) < order_line_key(3, 4, 70_001, 1));
+        // Shorter last names sort before their extensions; first names order within one.
+        let a = customer_by_name_key(1, 1, b"ABLE", b"ZED", 9);
+        let b = customer_by_name_key(1, 1, b"ABLEBAR", b"ANN", 1);
+        let c = customer_by_name_key(1, 1, b"ABLEBAR", b"BOB", 0);
+        assert!(a < b && b < c);
+        assert!(b.starts_with(&customer_by_name_prefix(1, 1, b"ABLEBAR")));
+        assert!(!a.starts_with(&customer_by_name_prefix(1, 1, b"ABLEBAR")));
+        assert_eq!(
+            trailing_u32(&order_by_customer_key(1, 2, 3, 4_000_000)),
+            4_000_000
+        );
+        assert!(stock_key(1, 100_000) < stock_key(2, 1));
+    }
+
+    #[test]
+    fn rows_round_trip_at_their_fixed_sizes() {
+        let address = Address {
+            street_1: b"street one".to_vec(),
+            street_2: b"s2".to_vec(),
+            city: b"a city with a long na".to_vec(), // 21 bytes: cut to 20
+            state: b"CA".to_vec(),
+            zip: b"123411111".to_vec(),
+        };
+        let customer = Customer {
+            first: b"firstname".to_vec(),
+            middle: b"OE".to_vec(),
+            last: b"PRICALLYOUGHT".to_vec(),
+            address: address.clone(),
+            phone: b"0123456789012345".to_vec(),
+            since: 99,
+            credit: b"BC".to_vec(),
+            credit_limit: 5_000_000,
+            discount: 4_999,
+            balance: -1_000,
+            ytd_payment: 1_000,
+            payment_count: 1,
+            delivery_count: 0,
+            data: vec![b'x'; 500],
+        };
+        let bytes = customer.encode();
+        assert_eq!(bytes.len(), Customer::SIZE);
+        let decoded = Customer::decode(&bytes).unwrap();
+        assert_eq!(decoded.address.city, b"a city with a long n");
+        assert_eq!(
+            Customer {
+                address: Address {
+                    city: b"a city with a long n".to_vec(),
+                    ..address
+                },
+                ..customer
+            },
+            decoded
+        );
+        let stock = Stock {
+            quantity: 91,
+            dist: std::array::from_fn(|i| vec![b'a' + i as u8; 24]),
+            ytd: 5,
+            order_count: 2,
+            remote_count: 1,
+            data: b"dataORIGINALdata".to_vec(),
+        };
+        assert_eq!(Stock::decode(&stock.encode()), Some(stock));
+        let line = OrderLine {
+            item: 100_000,
+            supply_warehouse: 7,
+            delivery_date: 0,
+            quantity: 10,
+            amount: 999_999,
+            dist_info: vec![b'q'; 24],
+        };
+        assert_eq!(OrderLine::decode(&line.encode()), Some(line));
+        assert_eq!(Order::decode(&[0; 3]), None, "a value of the wrong size");
+    }
+}
