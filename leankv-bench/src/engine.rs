@@ -295,6 +295,8 @@ impl<P: Policy> Engine for LeanEngine<P> {
             ("restarts", stats.restarts),
             ("pessimistic_fallbacks", stats.pessimistic_fallbacks),
             ("read_waits", stats.read_waits),
+            ("prefetch_reads", stats.prefetch_reads),
+            ("scan_cooled", stats.scan_cooled),
         ]
     }
 

@@ -32,6 +32,8 @@ pub const DEFAULT_PAGE_SIZE: usize = 16 * 1024;
 pub const MAX_KEY_SIZE: usize = DEFAULT_PAGE_SIZE / 16;
 /// Longest value with the default page size (page size / 4).
 pub const MAX_VALUE_SIZE: usize = DEFAULT_PAGE_SIZE / 4;
+/// Leaves a scan reads ahead at most, by default (512 KiB with 16 KiB pages).
+pub const DEFAULT_SCAN_PREFETCH: usize = 32;
 /// Smallest pool, in frames, that can hold a root-to-leaf path for a few threads, the tree
 /// roots and a cooling stage.
 pub const MIN_POOL_FRAMES: usize = 24;
@@ -63,6 +65,7 @@ pub struct Options {
     direct_io: bool,
     prefault: bool,
     background_writer: bool,
+    scan_prefetch: usize,
 }
 
 impl Default for Options {
@@ -74,6 +77,7 @@ impl Default for Options {
             direct_io: true,
             prefault: false,
             background_writer: true,
+            scan_prefetch: DEFAULT_SCAN_PREFETCH,
         }
     }
 }
@@ -121,6 +125,14 @@ impl Options {
         self
     }
 
+    /// Most leaves a range scan reads ahead once it runs through pages that are not in memory
+    /// (default 32; 0 turns read-ahead off). A scan starts with 2 and doubles the distance
+    /// with every leaf it crosses, so short scans do not read pages they never use.
+    pub fn scan_prefetch(mut self, leaves: usize) -> Self {
+        self.scan_prefetch = leaves;
+        self
+    }
+
     /// Frames the pool will have with the configured page size.
     pub fn frames(&self) -> usize {
         self.pool_size / (FRAME_HEADER_AREA + self.page_size)
@@ -157,6 +169,7 @@ impl Options {
             prefault: self.prefault,
             background_writer: self.background_writer,
             pool_file: None,
+            prefetch_depth: self.scan_prefetch,
         })
     }
 }
@@ -183,6 +196,11 @@ pub struct Stats {
     pub pessimistic_fallbacks: u64,
     /// Faults that waited for another thread's read of the same page.
     pub read_waits: u64,
+    /// Pages read ahead of range scans (part of `page_reads`).
+    pub prefetch_reads: u64,
+    /// Leaves range scans brought in and put straight back into the cooling stage, so that
+    /// large scans do not push the hot working set out.
+    pub scan_cooled: u64,
     /// How pages reach the device.
     pub io_mode: IoMode,
     /// Page size in bytes.
@@ -407,6 +425,8 @@ impl<P: Policy> Db<P> {
             restarts: count(Counter::Restarts),
             pessimistic_fallbacks: count(Counter::PessimisticFallbacks),
             read_waits: count(Counter::ReadWaits),
+            prefetch_reads: count(Counter::PrefetchReads),
+            scan_cooled: count(Counter::ScanCooled),
             io_mode: bm.io_mode(),
             page_size: bm.page_size(),
             pool_frames: bm.frame_count() as usize,

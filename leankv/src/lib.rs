@@ -41,7 +41,8 @@ mod tree;
 pub use btree::check::IntegrityReport;
 pub use buffer::policy;
 pub use db::{
-    Db, Options, Stats, DEFAULT_PAGE_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE, MIN_POOL_FRAMES,
+    Db, Options, Stats, DEFAULT_PAGE_SIZE, DEFAULT_SCAN_PREFETCH, MAX_KEY_SIZE, MAX_VALUE_SIZE,
+    MIN_POOL_FRAMES,
 };
 pub use error::{Error, Result};
 pub use io::IoMode;

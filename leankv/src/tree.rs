@@ -157,7 +157,10 @@ impl<P: Policy> Tree<P> {
     ///
     /// The iterator copies at most one leaf per step (fewer entries at first, so short scans
     /// stay cheap) and holds no latch or epoch between steps, so it never blocks writers or
-    /// eviction. It returns every key that is present for the whole
+    /// eviction. Once past its first leaf, a scan that meets leaves not in memory reads ahead
+    /// (see [`Options::scan_prefetch`](crate::Options::scan_prefetch)) and puts the leaves it
+    /// brought in straight into the cooling stage, so a scan larger than the pool does not push
+    /// out the hot pages of other work. It returns every key that is present for the whole
     /// duration of the scan, each exactly once, in strictly ascending order; keys inserted or
     /// removed meanwhile may or may not appear.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range<P> {
@@ -173,6 +176,7 @@ impl<P: Policy> Tree<P> {
             buffered: VecDeque::new(),
             finished: false,
             batch_limit: FIRST_BATCH,
+            leaves_done: 0,
         }
     }
 
@@ -198,6 +202,8 @@ pub struct Range<P: Policy = Lean> {
     /// Entries copied by the next step. It starts small and doubles, so that short scans
     /// (the common `take(n)`) do not copy and allocate whole leaves they never return.
     batch_limit: usize,
+    /// Leaves finished so far; decides read-ahead and hinting (see `BTree::scan_leaf`).
+    leaves_done: usize,
 }
 
 /// Entries the first step of a range copies.
@@ -217,10 +223,10 @@ impl<P: Policy> Range<P> {
             Bound::Included(last) => key <= last.as_slice(),
             Bound::Excluded(last) => key < last.as_slice(),
         };
-        let batch = self
-            .tree
-            .tree
-            .scan_leaf(start, bound, &within, self.batch_limit)?;
+        let batch =
+            self.tree
+                .tree
+                .scan_leaf(start, bound, &within, self.batch_limit, self.leaves_done)?;
         self.batch_limit = self.batch_limit.saturating_mul(2);
         if batch.limited {
             let last = batch.entries.last().map(|(key, _)| key.clone());
@@ -234,7 +240,10 @@ impl<P: Policy> Range<P> {
         self.buffered.extend(batch.entries);
         match batch.upper_fence {
             // Keys above a fence that is past the end are past the end too.
-            Some(fence) if !batch.stopped && within(&fence) => self.next = Bound::Excluded(fence),
+            Some(fence) if !batch.stopped && within(&fence) => {
+                self.next = Bound::Excluded(fence);
+                self.leaves_done += 1;
+            }
             _ => self.finished = true,
         }
         Ok(())

@@ -280,13 +280,26 @@ impl<P: Policy> BTree<P> {
         mode: LatchMode,
         read: impl FnOnce(Node<'_>) -> R,
     ) -> Attempt<R> {
-        match self.descend(key, bound, 0, mode, Intent::Read)? {
+        self.read_node(key, bound, 0, mode, read)
+            .map(|(result, _)| result)
+    }
+
+    /// `read_leaf` for the node at any `level`; also returns the node's frame.
+    fn read_node<R>(
+        &self,
+        key: &[u8],
+        bound: Bound,
+        level: u16,
+        mode: LatchMode,
+        read: impl FnOnce(Node<'_>) -> R,
+    ) -> Attempt<(R, FrameId)> {
+        match self.descend(key, bound, level, mode, Intent::Read)? {
             Held::Optimistic { frame, version } => {
                 let result = read(self.node(frame));
                 self.bm.frame(frame).latch.validate(version)?;
-                Ok(result)
+                Ok((result, frame))
             }
-            Held::Shared { frame, _guard } => Ok(read(self.node(frame))),
+            Held::Shared { frame, _guard } => Ok((read(self.node(frame)), frame)),
             Held::Exclusive { .. } => unreachable!("read descents are not exclusive"),
         }
     }
@@ -732,15 +745,23 @@ impl<P: Policy> BTree<P> {
     /// (with `bound`) for which `keep` holds, stopping at the first that fails or after
     /// `limit` entries. Returns the entries, whether `keep` stopped the scan, whether the limit
     /// did, and the leaf's upper fence.
+    ///
+    /// `leaves_done` is how many leaves the scan has finished before this one. Past its first
+    /// leaf, a scan that had to bring this leaf in (from the cooling stage or the disk) is
+    /// running through data that is not in memory: it requests the next leaves ahead, 2 after
+    /// the first leaf and twice as many per further leaf up to the configured depth, and hands
+    /// the leaf back to the cooling stage once read (paper §IV-I: prefetching and hinting).
     pub(crate) fn scan_leaf(
         &self,
         start: &[u8],
         bound: Bound,
         keep: &dyn Fn(&[u8]) -> bool,
         limit: usize,
+        leaves_done: usize,
     ) -> Result<LeafBatch> {
-        self.bm.run(|mode| {
-            self.read_leaf(start, bound, mode, |leaf| {
+        let mut brought_in = false;
+        let (batch, leaf) = self.bm.run(|mode| {
+            let attempt = self.read_node(start, bound, 0, mode, |leaf| {
                 let mut batch = LeafBatch::default();
                 for index in leaf.search(start, bound)..leaf.count() {
                     if batch.entries.len() == limit {
@@ -758,8 +779,51 @@ impl<P: Policy> BTree<P> {
                 }
                 batch.upper_fence = leaf.upper_fence().map(<[u8]>::to_vec);
                 batch
+            });
+            if let Err(Restart::Swizzle { frame, .. }) = &attempt {
+                // The missing page is a child of `frame`: a leaf if `frame` is on level 1.
+                brought_in |= self.node(*frame).level() == 1;
+            }
+            attempt
+        })?;
+        if brought_in && leaves_done > 0 {
+            let ahead = (2usize << leaves_done.min(16)).min(self.bm.prefetch_depth());
+            if ahead > 0 {
+                self.read_ahead(start, bound, ahead)?;
+            }
+            self.bm.cool_scanned(leaf);
+        }
+        Ok(batch)
+    }
+
+    /// Requests the (up to) `ahead` leaves after the one holding `start` that are not in
+    /// memory, from the prefetch threads. Only siblings under the same parent are requested:
+    /// the next parent's leaves follow when the scan arrives there.
+    fn read_ahead(&self, start: &[u8], bound: Bound, ahead: usize) -> Result<()> {
+        let wanted = self.bm.run(|mode| {
+            if self.level_of(self.root)? == 0 {
+                return Ok(None);
+            }
+            self.read_node(start, bound, 1, mode, |parent| {
+                let index = parent.search(start, bound);
+                let last = (index + ahead).min(parent.count());
+                ((index + 1)..=last)
+                    .filter_map(|child| match self.bm.child(parent.child_word(child)) {
+                        Some(SwipTarget::Page(page_id)) => {
+                            Some((parent.child_offset(child), page_id))
+                        }
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
             })
-        })
+            .map(Some)
+        })?;
+        if let Some((children, parent)) = wanted {
+            if !children.is_empty() {
+                self.bm.prefetch(parent, &children);
+            }
+        }
+        Ok(())
     }
 }
 

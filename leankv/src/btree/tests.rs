@@ -14,6 +14,7 @@ fn tree_with_small_pool<P: Policy>() -> BTree<P> {
         prefault: false,
         background_writer: false,
         pool_file: None,
+        prefetch_depth: 0,
     };
     let bm = BufferManager::new(
         Arc::new(MemoryStorage::new()),

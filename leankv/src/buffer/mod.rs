@@ -25,6 +25,7 @@ mod page;
 mod page_ids;
 pub mod policy;
 mod pool;
+mod prefetch;
 mod stats;
 mod swip;
 mod translation;
@@ -47,6 +48,7 @@ use page_ids::PageIds;
 use parking_lot::Mutex;
 use policy::Policy;
 use pool::{Pool, NO_PAGE};
+use prefetch::Prefetcher;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -64,6 +66,8 @@ const MAX_DEPTH: usize = 64;
 const OPTIMISTIC_ATTEMPTS: u32 = 16;
 /// Rounds of eviction a thread tries before declaring the pool exhausted.
 const MAX_EVICTION_ROUNDS: u32 = 100_000;
+/// Most I/O threads that serve prefetch reads (each has one read outstanding).
+const MAX_PREFETCH_THREADS: usize = 16;
 
 /// How the buffer manager is set up (derived from `crate::Options` by `Db`).
 #[derive(Debug, Clone)]
@@ -75,6 +79,8 @@ pub(crate) struct BufferConfig {
     pub(crate) background_writer: bool,
     /// File holding the frames instead of anonymous memory (the `Mmap` baseline).
     pub(crate) pool_file: Option<std::path::PathBuf>,
+    /// Most leaves a scan reads ahead (0: no prefetching).
+    pub(crate) prefetch_depth: usize,
 }
 
 /// The buffer manager. Shared through `Arc`; all methods take `&self`. `P` chooses the
@@ -93,6 +99,8 @@ pub(crate) struct BufferManager<P: Policy> {
     eviction_batch: usize,
     closed: AtomicBool,
     writer: Mutex<Option<BackgroundWriter>>,
+    prefetcher: Mutex<Option<Prefetcher>>,
+    prefetch_depth: usize,
     /// Resident hot pages by page id (only without swizzling).
     translation: TranslationTable,
     /// Hot frames in access order (only with LRU replacement).
@@ -147,6 +155,14 @@ impl<P: Policy> BufferManager<P> {
             eviction_batch,
             closed: AtomicBool::new(false),
             writer: Mutex::new(None),
+            prefetcher: Mutex::new(None),
+            // Prefetched pages wait in the cooling stage: more than half of it would evict
+            // them before the scan arrives.
+            prefetch_depth: if P::EVICTS {
+                config.prefetch_depth.min(cooling_target / 2)
+            } else {
+                0
+            },
             translation: if P::SWIZZLING {
                 TranslationTable::unused()
             } else {
@@ -162,6 +178,10 @@ impl<P: Policy> BufferManager<P> {
         });
         if config.background_writer && P::EVICTS {
             *manager.writer.lock() = Some(BackgroundWriter::start(&manager));
+        }
+        if manager.prefetch_depth > 0 {
+            let threads = manager.prefetch_depth.min(MAX_PREFETCH_THREADS);
+            *manager.prefetcher.lock() = Some(Prefetcher::start(&manager, threads));
         }
         Ok(manager)
     }
@@ -528,6 +548,83 @@ impl<P: Policy> BufferManager<P> {
         header.cooling_epoch.store(0, Ordering::Relaxed);
         header.set_state(FrameState::Cooling);
         Ok(frame)
+    }
+
+    /// Most leaves a scan should request ahead (0 when prefetching is off).
+    pub(crate) fn prefetch_depth(&self) -> usize {
+        self.prefetch_depth
+    }
+
+    /// Starts asynchronous reads of the pages `children` (swip offset, page id) of the hot
+    /// node in `parent`, for those still unswizzled there and neither cooling nor being read.
+    /// Outside any epoch. Best effort: if the parent is latched exclusively, nothing happens.
+    ///
+    /// The parent's shared latch is what makes this safe: a page is only swizzled under its
+    /// parent's exclusive latch, so while the shared one is held an unswizzled swip means
+    /// that the page is not hot, and registering the read cannot create a second copy.
+    pub(crate) fn prefetch(&self, parent: FrameId, children: &[(usize, u64)]) {
+        if self.prefetch_depth == 0 {
+            return;
+        }
+        let header = self.frame(parent);
+        let Some(shared) = header.latch.try_lock_shared() else {
+            return;
+        };
+        if header.state() != FrameState::Hot {
+            return;
+        }
+        let mut jobs = Vec::with_capacity(children.len());
+        for &(offset, page_id) in children {
+            let unswizzled = self
+                .page(parent)
+                .swip(offset)
+                .is_some_and(|swip| swip.word() == Swip::unswizzled_word(page_id));
+            if !unswizzled {
+                continue;
+            }
+            let shard = (!P::SWIZZLING).then(|| self.translation.shard(page_id));
+            if shard
+                .as_ref()
+                .is_some_and(|shard| shard.contains_key(&page_id))
+            {
+                continue;
+            }
+            let mut stage = self.cooling.lock();
+            if stage.lookup(page_id).is_none() && stage.in_flight(page_id).is_none() {
+                jobs.push((page_id, stage.start_read(page_id)));
+            }
+        }
+        drop(shared);
+        match &*self.prefetcher.lock() {
+            Some(prefetcher) => prefetcher.submit(jobs),
+            // Shut down meanwhile: registered reads must still end.
+            None => jobs
+                .into_iter()
+                .for_each(|(page_id, read)| self.complete_prefetch(page_id, &read)),
+        }
+    }
+
+    /// A prefetch thread's half of [`prefetch`](Self::prefetch): performs the registered read.
+    /// A failed read is left for the scan to meet again (it reads the page itself).
+    fn complete_prefetch(&self, page_id: u64, read: &InFlightRead) {
+        if self.complete_read(page_id, read).is_ok() {
+            self.count(Counter::PrefetchReads, 1);
+        }
+    }
+
+    /// Hands the page in `frame`, which a scan brought in and has finished reading, straight
+    /// back to the cooling stage (the scan's hint that it will not be read again soon), so
+    /// that scans replace cooling pages rather than the hot working set. Outside any epoch;
+    /// skipped if a latch is contended or the page has swizzled children.
+    pub(crate) fn cool_scanned(&self, frame: FrameId) {
+        let cooled = if P::SWIZZLING {
+            self.try_unswizzle(frame, false)
+        } else {
+            self.try_untranslate(frame)
+        };
+        if cooled {
+            self.count(Counter::ScanCooled, 1);
+        }
     }
 
     fn pop_free_frame(&self) -> Option<FrameId> {
@@ -903,6 +1000,9 @@ impl<P: Policy> BufferManager<P> {
         self.closed.store(true, Ordering::SeqCst);
         while !self.epochs.all_idle() {
             std::thread::yield_now();
+        }
+        if let Some(prefetcher) = self.prefetcher.lock().take() {
+            prefetcher.stop();
         }
         if let Some(writer) = self.writer.lock().take() {
             writer.stop();

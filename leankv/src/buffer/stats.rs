@@ -22,6 +22,10 @@ pub(crate) enum Counter {
     BackgroundWrites,
     /// Threads that waited for another thread's read of the same page.
     ReadWaits,
+    /// Pages read ahead of a scan by the prefetch threads (included in `PageReads`).
+    PrefetchReads,
+    /// Leaves a scan brought into memory and handed straight back to the cooling stage.
+    ScanCooled,
 }
 
-pub(crate) const COUNTER_COUNT: usize = 9;
+pub(crate) const COUNTER_COUNT: usize = 11;

@@ -40,6 +40,7 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
         prefault: false,
         background_writer: writer,
         pool_file: None,
+        prefetch_depth: 0,
     };
     BufferManager::new(
         storage,

@@ -1,0 +1,105 @@
+//! Read-ahead for scans (paper §IV-I, "I/O prefetching"): a small pool of I/O threads that
+//! perform reads registered in the in-flight table by [`BufferManager::prefetch`], so that
+//! the scanning thread keeps working while the next leaves arrive.
+//!
+//! A prefetched page lands in the cooling stage exactly like a page read on demand; the scan
+//! that reaches it finds it there (or waits on its in-flight entry) instead of reading it. The
+//! threads hold only weak references to the buffer manager. Every job is an in-flight entry
+//! other threads may wait on, so each is completed, or at least finished, before its thread
+//! lets go of it: none is dropped while queued.
+
+use super::cooling::InFlightRead;
+use super::policy::Policy;
+use super::BufferManager;
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+/// A registered read: the page and its in-flight entry.
+type Job = (u64, Arc<InFlightRead>);
+
+#[derive(Default)]
+struct Queue {
+    jobs: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    pending: VecDeque<Job>,
+    stop: bool,
+}
+
+pub(crate) struct Prefetcher {
+    queue: Arc<Queue>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Prefetcher {
+    /// Starts `threads` I/O threads for `manager`.
+    pub(crate) fn start<P: Policy>(manager: &Arc<BufferManager<P>>, threads: usize) -> Prefetcher {
+        let queue = Arc::new(Queue::default());
+        let threads = (0..threads)
+            .map(|index| {
+                let weak = Arc::downgrade(manager);
+                let queue = queue.clone();
+                std::thread::Builder::new()
+                    .name(format!("leankv-prefetch-{index}"))
+                    .spawn(move || run(&weak, &queue))
+                    .expect("spawning a prefetch thread")
+            })
+            .collect();
+        Prefetcher { queue, threads }
+    }
+
+    /// Queues registered reads.
+    pub(crate) fn submit(&self, jobs: impl IntoIterator<Item = Job>) {
+        let mut state = self.queue.jobs.lock();
+        let before = state.pending.len();
+        state.pending.extend(jobs);
+        let added = state.pending.len() - before;
+        drop(state);
+        for _ in 0..added {
+            self.queue.ready.notify_one();
+        }
+    }
+
+    /// Finishes the queued reads and stops the threads.
+    pub(crate) fn stop(mut self) {
+        self.queue.jobs.lock().stop = true;
+        self.queue.ready.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Prefetcher {
+    fn drop(&mut self) {
+        self.queue.jobs.lock().stop = true;
+        self.queue.ready.notify_all();
+    }
+}
+
+fn run<P: Policy>(manager: &Weak<BufferManager<P>>, queue: &Queue) {
+    loop {
+        let (page_id, read) = {
+            let mut state = queue.jobs.lock();
+            loop {
+                if let Some(job) = state.pending.pop_front() {
+                    break job;
+                }
+                if state.stop {
+                    return;
+                }
+                queue.ready.wait(&mut state);
+            }
+        };
+        match manager.upgrade() {
+            Some(manager) => manager.complete_prefetch(page_id, &read),
+            // Nobody can use the page any more; release whoever might wait.
+            None => read.finish(),
+        }
+    }
+}
