@@ -1,5 +1,5 @@
 //! `leankv-bench`: the benchmark driver. Without arguments it runs the headline comparison
-//! (README's main job); subcommands run YCSB-style suites, measure the device with fio,
+//! (README's main job); subcommands run YCSB-style suites and TPC-C, measure the device with fio,
 //! render plots from result files and simulate replacement policies on page-access traces.
 
 mod cgroup;
@@ -138,6 +138,9 @@ struct TpccArgs {
     /// Memory budgets, comma-separated: bytes (512M, 2G) or multiples of the loaded data (2x).
     #[arg(long, value_delimiter = ',', default_value = "8G")]
     pool: Vec<PoolSize>,
+    /// Rounds over all runs, interleaved; a summary of median tps follows the table.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// After each run, verify consistency conditions 1-4 (clause 3.3.2); fail if one breaks.
     #[arg(long)]
     check: bool,
@@ -221,6 +224,7 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         duration: Duration::from_secs(args.duration),
         affinity: args.affinity,
         pools: args.pool,
+        repeat: args.repeat,
         check: args.check,
         direct_io: args.common.direct_io,
         memory_cap: args.memory_cap,

@@ -45,6 +45,9 @@ pub struct Config {
     /// starts transactions there (remote accesses still reach other warehouses).
     pub affinity: bool,
     pub pools: Vec<PoolSize>,
+    /// Rounds over all runs, interleaved (engine after engine, round after round), so that
+    /// drift of a shared machine hits every engine alike; the summary takes medians.
+    pub repeat: usize,
     pub check: bool,
     pub direct_io: bool,
     pub memory_cap: bool,
@@ -75,6 +78,8 @@ pub struct TpccRecord {
     pub warehouses: u32,
     pub threads: usize,
     pub affinity: bool,
+    /// Which of the `repeat` rounds this run belongs to (from 1).
+    pub round: usize,
     pub duration_s: f64,
     pub pool_bytes: usize,
     pub data_bytes_start: u64,
@@ -132,21 +137,30 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
         0
     };
     let mut records = Vec::new();
-    for &kind in &config.engines {
-        for &pool in &config.pools {
-            for &threads in &config.threads {
-                let pool_bytes = pool.bytes(reference_bytes).max(64 << 20);
-                let record = run_one(config, kind, pool_bytes, threads, &machine)?;
-                report::append(&config.results, &record)?;
-                let failed = record.check == "failed";
-                records.push(record);
-                if failed {
-                    bail!("the consistency check failed (violations above)");
+    for round in 1..=config.repeat.max(1) {
+        for &kind in &config.engines {
+            for &pool in &config.pools {
+                for &threads in &config.threads {
+                    let pool_bytes = pool.bytes(reference_bytes).max(64 << 20);
+                    let record = run_one(config, kind, pool_bytes, threads, round, &machine)?;
+                    report::append(&config.results, &record)?;
+                    let failed = record.check == "failed";
+                    records.push(record);
+                    if failed {
+                        bail!("the consistency check failed (violations above)");
+                    }
                 }
             }
         }
     }
     println!("{}", table(&records).render());
+    if config.repeat > 1 {
+        println!(
+            "\nmedians over {} rounds:\n{}",
+            config.repeat,
+            summary(&records).render()
+        );
+    }
     Ok(records)
 }
 
@@ -249,6 +263,7 @@ fn run_one(
     kind: EngineKind,
     pool_bytes: usize,
     threads: usize,
+    round: usize,
     machine: &Machine,
 ) -> Result<TpccRecord> {
     println!(
@@ -317,6 +332,7 @@ fn run_one(
         warehouses: config.warehouses,
         threads,
         affinity: config.affinity,
+        round,
         duration_s: seconds,
         pool_bytes,
         data_bytes_start,
@@ -532,7 +548,59 @@ fn monitor(
     series
 }
 
-/// The results as a table; `×leankv` compares with leankv's run of the same shape.
+/// Median, lowest and highest tps of each engine, thread count and pool over the rounds;
+/// `×leankv` compares medians.
+pub fn summary(records: &[TpccRecord]) -> Table {
+    /// Engine, threads, pool bytes.
+    type Shape<'a> = (&'a str, usize, usize);
+    let mut groups: Vec<(Shape<'_>, Vec<f64>)> = Vec::new();
+    for record in records {
+        let shape = (record.engine, record.threads, record.pool_bytes);
+        match groups.iter_mut().find(|(key, _)| *key == shape) {
+            Some((_, tps)) => tps.push(record.tps),
+            None => groups.push((shape, vec![record.tps])),
+        }
+    }
+    let median = |tps: &[f64]| {
+        let mut sorted = tps.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let middle = sorted.len() / 2;
+        if sorted.len() % 2 == 1 {
+            sorted[middle]
+        } else {
+            (sorted[middle - 1] + sorted[middle]) / 2.0
+        }
+    };
+    let mut table = Table::new(&[
+        "engine",
+        "threads",
+        "pool MiB",
+        "median tps",
+        "min",
+        "max",
+        "×leankv",
+    ]);
+    for ((engine, threads, pool), tps) in &groups {
+        let reference = groups
+            .iter()
+            .find(|((e, t, p), _)| *e == "leankv" && t == threads && p == pool)
+            .map(|(_, tps)| median(tps));
+        let lowest = tps.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = tps.iter().copied().fold(0.0, f64::max);
+        table.row(vec![
+            engine.to_string(),
+            threads.to_string(),
+            (pool >> 20).to_string(),
+            format!("{:.0}", median(tps)),
+            format!("{lowest:.0}"),
+            format!("{highest:.0}"),
+            reference.map_or("-".into(), |r| format!("{:.2}", median(tps) / r)),
+        ]);
+    }
+    table
+}
+
+/// The results as a table; `×leankv` compares with leankv's run of the same shape and round.
 pub fn table(records: &[TpccRecord]) -> Table {
     let mut table = Table::new(&[
         "engine",
@@ -552,6 +620,7 @@ pub fn table(records: &[TpccRecord]) -> Table {
             other.engine == "leankv"
                 && other.threads == record.threads
                 && other.pool_bytes == record.pool_bytes
+                && other.round == record.round
         });
         table.row(vec![
             record.engine.to_string(),
@@ -588,6 +657,7 @@ mod tests {
             duration: Duration::from_secs(1),
             affinity: true,
             pools: vec![PoolSize::Bytes(48 << 20)],
+            repeat: 1,
             check: true,
             direct_io: false,
             memory_cap: false,
@@ -699,9 +769,22 @@ mod tests {
         assert!(!record.series.is_empty() && record.series.iter().all(|s| s.second > 0.0));
         assert!(record.data_bytes_end > record.data_bytes_start);
         assert_eq!(report::read_records(&config.results).unwrap().len(), 1);
-        // A second run reuses the load and starts from the loaded state again.
-        let again = run(&config).unwrap();
-        assert_eq!(again[0].data_bytes_start, record.data_bytes_start);
+        // Rounds reuse the load and start from the loaded state again.
+        let again = run(&Config {
+            repeat: 2,
+            ..config
+        })
+        .unwrap();
+        assert_eq!(again.len(), 2);
+        assert_eq!((again[0].round, again[1].round), (1, 2));
+        assert!(again
+            .iter()
+            .all(|r| r.data_bytes_start == record.data_bytes_start));
+        let medians = summary(&again).render();
+        assert!(
+            medians.contains("leankv") && medians.contains("1.00"),
+            "{medians}"
+        );
     }
 
     #[test]
