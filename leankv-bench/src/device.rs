@@ -1,6 +1,7 @@
 //! The device under the data directory, measured with fio in the same sitting as the engines
 //! (DESIGN.md §5): random 16 KiB reads (leankv's page size) at queue depth 1 with one and two
-//! jobs, and sequential 1 MiB reads, all with O_DIRECT.
+//! jobs, and sequential 1 MiB reads, all with O_DIRECT. The scan benchmark measures sequential
+//! bandwidth itself, before and after its runs.
 
 use crate::report::{self, Machine};
 use anyhow::{bail, Context, Result};
@@ -23,43 +24,55 @@ pub struct DeviceRecord {
 
 const FILE_BYTES: u64 = 2 << 30;
 
+/// Runs one fio job on `file` and returns what it measured for reads.
+fn fio(file: &Path, rw: &str, block: &str, jobs: u32, seconds: u64) -> Result<serde_json::Value> {
+    println!("fio: {rw} {block} x{jobs} jobs, {seconds} s");
+    let output = Command::new("fio")
+        .args([
+            "--name=leankv-device",
+            &format!("--filename={}", file.display()),
+            &format!("--size={FILE_BYTES}"),
+            &format!("--rw={rw}"),
+            &format!("--bs={block}"),
+            &format!("--numjobs={jobs}"),
+            "--iodepth=1",
+            "--ioengine=psync",
+            "--direct=1",
+            "--time_based",
+            &format!("--runtime={seconds}"),
+            "--group_reporting",
+            "--output-format=json",
+        ])
+        .output()
+        .context("running fio (install it: apt-get install fio)")?;
+    if !output.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    Ok(json["jobs"][0]["read"].clone())
+}
+
+/// Sequential 1 MiB O_DIRECT reads on a scratch file in `dir`, in MiB/s.
+pub fn sequential_read_mib_s(dir: &Path, seconds: u64) -> Result<f64> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join("fio-scratch");
+    let measured = fio(&file, "read", "1m", 1, seconds);
+    std::fs::remove_file(&file).ok();
+    Ok(measured?["bw"].as_f64().unwrap_or(0.0) / 1024.0)
+}
+
 /// Runs the three fio jobs on a scratch file in `dir`; appends the record to `results`.
 pub fn measure(dir: &Path, results: &Path, seconds: u64) -> Result<DeviceRecord> {
     std::fs::create_dir_all(dir)?;
     let file = dir.join("fio-scratch");
-    let run = |rw: &str, block: &str, jobs: u32, depth: u32| -> Result<serde_json::Value> {
-        println!("fio: {rw} {block} x{jobs} jobs, depth {depth}, {seconds} s");
-        let output = Command::new("fio")
-            .args([
-                "--name=leankv-device",
-                &format!("--filename={}", file.display()),
-                &format!("--size={FILE_BYTES}"),
-                &format!("--rw={rw}"),
-                &format!("--bs={block}"),
-                &format!("--numjobs={jobs}"),
-                &format!("--iodepth={depth}"),
-                "--ioengine=psync",
-                "--direct=1",
-                "--time_based",
-                &format!("--runtime={seconds}"),
-                "--group_reporting",
-                "--output-format=json",
-            ])
-            .output()
-            .context("running fio (install it: apt-get install fio)")?;
-        if !output.status.success() {
-            bail!("fio failed: {}", String::from_utf8_lossy(&output.stderr));
-        }
-        Ok(serde_json::from_slice(&output.stdout)?)
+    let iops = |jobs| -> Result<f64> {
+        Ok(fio(&file, "randread", "16k", jobs, seconds)?["iops"]
+            .as_f64()
+            .unwrap_or(0.0))
     };
-    let read_of = |json: &serde_json::Value| json["jobs"][0]["read"].clone();
-    let random_1 = read_of(&run("randread", "16k", 1, 1)?)["iops"]
-        .as_f64()
-        .unwrap_or(0.0);
-    let random_2 = read_of(&run("randread", "16k", 2, 1)?)["iops"]
-        .as_f64()
-        .unwrap_or(0.0);
-    let sequential_kib = read_of(&run("read", "1m", 1, 1)?)["bw"]
+    let random_1 = iops(1)?;
+    let random_2 = iops(2)?;
+    let sequential_kib = fio(&file, "read", "1m", 1, seconds)?["bw"]
         .as_f64()
         .unwrap_or(0.0);
     std::fs::remove_file(&file).ok();

@@ -155,6 +155,8 @@ pub struct Setup {
     pub data_bytes: u64,
     /// The tables to open (created if missing); `Table` indexes this list.
     pub tables: &'static [&'static str],
+    /// Leaves leankv's range scans read ahead at most (0: none).
+    pub scan_prefetch: usize,
 }
 
 impl Setup {
@@ -163,6 +165,7 @@ impl Setup {
             .pool_size(self.pool_bytes)
             .cooling_fraction(self.cooling_fraction)
             .direct_io(self.direct_io)
+            .scan_prefetch(self.scan_prefetch)
     }
 }
 
@@ -220,10 +223,12 @@ impl<P: Policy> LeanEngine<P> {
             .collect::<leankv::Result<_>>()?;
         let stats = db.stats();
         let settings = format!(
-            "pool {} MiB, {} KiB pages, cooling {:.0}%, I/O {:?}, no WAL (flush on close)",
+            "pool {} MiB, {} KiB pages, cooling {:.0}%, scan read-ahead {} leaves, I/O {:?}, \
+             no WAL (flush on close)",
             setup.pool_bytes >> 20,
             stats.page_size >> 10,
             setup.cooling_fraction * 100.0,
+            setup.scan_prefetch,
             stats.io_mode,
         );
         Ok(LeanEngine {

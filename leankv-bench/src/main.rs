@@ -8,6 +8,7 @@ mod engine;
 mod peers;
 mod plot;
 mod report;
+mod scan;
 mod sim;
 mod suite;
 mod tpcc;
@@ -51,6 +52,9 @@ enum Command {
     /// TPC-C: the five transactions in the standard mix on W warehouses, per engine, pool
     /// and thread count, with a per-second time series and optional consistency checks.
     Tpcc(TpccArgs),
+    /// Scans of a large and a small tree by two threads at once, per pool size (Fig. 12), with
+    /// the device's sequential read bandwidth measured before and after.
+    Scan(ScanArgs),
     /// Random-read IOPS and sequential read bandwidth of the data directory's device (fio).
     Device {
         #[command(flatten)]
@@ -154,6 +158,34 @@ struct TpccArgs {
     common: CommonArgs,
 }
 
+#[derive(Args)]
+struct ScanArgs {
+    #[arg(long, value_delimiter = ',', default_value = "leankv")]
+    engines: Vec<EngineKind>,
+    #[arg(long, default_value_t = 1_000_000)]
+    small_records: u64,
+    #[arg(long, default_value_t = 12_000_000)]
+    large_records: u64,
+    #[arg(long, default_value_t = 120)]
+    value_size: usize,
+    /// Pool sizes, comma-separated: bytes (512M) or multiples of both trees' data (0.5x).
+    #[arg(long, value_delimiter = ',', default_value = "0.05x,0.25x,1.2x")]
+    pool: Vec<PoolSize>,
+    /// Read-ahead depths in leaves, comma-separated (0: none).
+    #[arg(long, value_delimiter = ',', default_value = "32")]
+    prefetch: Vec<usize>,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 30)]
+    duration: u64,
+    /// Seconds of fio sequential reads before and after the runs (0: skip).
+    #[arg(long, default_value_t = 10)]
+    fio_seconds: u64,
+    #[arg(long)]
+    label: Option<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     // No subcommand means `headline` with its defaults, exactly as clap would parse it.
@@ -170,6 +202,7 @@ fn main() -> Result<()> {
         } => headline(records, duration, &common),
         Command::Ycsb(args) => ycsb_suite(args),
         Command::Tpcc(args) => tpcc_runs(args),
+        Command::Scan(args) => scan_runs(args),
         Command::Device { common, seconds } => {
             device::measure(&common.dir, &common.results, seconds).map(drop)
         }
@@ -235,13 +268,77 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
     let plot_path = config
         .results
         .with_file_name(format!("{}.svg", config.label));
-    let values: Vec<serde_json::Value> = records
+    let lines: Vec<(String, Vec<plot::Point>)> = records
         .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
+        .map(|record| {
+            let name = format!(
+                "{} {}T pool {} MiB",
+                record.engine,
+                record.threads,
+                record.pool_bytes >> 20
+            );
+            let points =
+                plot::series_points(&serde_json::to_value(record)?, "tps", "mib_written_per_s");
+            Ok((name, points))
+        })
+        .collect::<Result<_>>()?;
     plot::time_series(
-        &values,
+        &lines,
         &format!("TPC-C, {} warehouses", config.warehouses),
+        "transactions per second (solid)",
+        "MiB/s written (dashed)",
+        &plot_path,
+    )?;
+    println!(
+        "results appended to {} (label {}), plot in {}",
+        config.results.display(),
+        config.label,
+        plot_path.display()
+    );
+    Ok(())
+}
+
+fn scan_runs(args: ScanArgs) -> Result<()> {
+    let config = scan::Config {
+        label: args.label.unwrap_or_else(|| default_label("scan")),
+        engines: args.engines,
+        small_records: args.small_records,
+        large_records: args.large_records,
+        value_size: args.value_size,
+        pools: args.pool,
+        prefetch: args.prefetch,
+        duration: Duration::from_secs(args.duration),
+        fio_seconds: args.fio_seconds,
+        direct_io: args.common.direct_io,
+        data_dir: args.common.dir,
+        results: args.common.results,
+    };
+    let records = scan::run(&config)?;
+    let plot_path = config
+        .results
+        .with_file_name(format!("{}.svg", config.label));
+    let mut lines = Vec::new();
+    for record in &records {
+        let value = serde_json::to_value(record)?;
+        let run = format!(
+            "pool {} MiB, read-ahead {}",
+            record.pool_bytes >> 20,
+            record.prefetch
+        );
+        lines.push((
+            format!("large, {run}"),
+            plot::series_points(&value, "large_mib_per_s", "read_mib_per_s"),
+        ));
+        lines.push((
+            format!("small, {run}"),
+            plot::series_points(&value, "small_mib_per_s", "none"),
+        ));
+    }
+    plot::time_series(
+        &lines,
+        "concurrent scans of a large and a small tree",
+        "MiB/s scanned (solid)",
+        "MiB/s read from storage (dashed, large scan)",
         &plot_path,
     )?;
     println!(

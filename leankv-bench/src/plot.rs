@@ -5,8 +5,8 @@
 //! * [`lines`]: throughput over a swept parameter (Zipf θ as in Fig. 10, cooling percentage
 //!   as in Fig. 11), one line per engine and thread count, with the page-read rate of each
 //!   line dashed on a second axis.
-//! * [`time_series`]: TPC-C throughput per second of each run, with its write rate dashed on
-//!   a second axis (Fig. 9).
+//! * [`time_series`]: per-second values of runs (TPC-C throughput with its write rate, Fig.
+//!   9; scan speeds with the read rate, Fig. 12), a second quantity dashed on a second axis.
 
 use anyhow::{anyhow, Result};
 use plotters::chart::DualCoordChartContext;
@@ -19,7 +19,7 @@ use std::path::Path;
 const SIZE: (u32, u32) = (900, 540);
 
 /// x, the main value (solid line), the secondary value (dashed line, right axis).
-type Point = (f64, f64, f64);
+pub type Point = (f64, f64, f64);
 
 /// Axis descriptions and scale of a line chart.
 struct Axes<'a> {
@@ -166,47 +166,45 @@ pub fn lines(
     draw_lines(&groups, title, &axes, path)
 }
 
-/// Transactions per second over each run's seconds (one line per record, from its `series`),
-/// with the MiB written per second dashed against the right axis.
-pub fn time_series(records: &[Value], title: &str, path: &Path) -> Result<()> {
-    let groups: Vec<(String, Vec<Point>)> = records
-        .iter()
-        .map(|record| {
-            let name = format!(
-                "{} {}T pool {} MiB",
-                text(record, "engine"),
-                number(record, "threads"),
-                number(record, "pool_bytes") as u64 >> 20
-            );
-            let points = record["series"]
-                .as_array()
-                .map(|series| {
-                    series
-                        .iter()
-                        .map(|sample| {
-                            (
-                                number(sample, "second"),
-                                number(sample, "tps"),
-                                number(sample, "mib_written_per_s"),
-                            )
-                        })
-                        .collect()
+/// The points of `record`'s per-second `series`: (second, `main`, `secondary`) per sample.
+pub fn series_points(record: &Value, main: &str, secondary: &str) -> Vec<Point> {
+    record["series"]
+        .as_array()
+        .map(|series| {
+            series
+                .iter()
+                .map(|sample| {
+                    (
+                        number(sample, "second"),
+                        number(sample, main),
+                        number(sample, secondary),
+                    )
                 })
-                .unwrap_or_default();
-            (name, points)
+                .collect()
         })
-        .filter(|(_, points): &(String, Vec<Point>)| !points.is_empty())
-        .collect();
-    if groups.is_empty() {
+        .unwrap_or_default()
+}
+
+/// Named lines over seconds (from [`series_points`]): the main values solid against the left
+/// axis, the secondary ones dashed against the right axis (lines whose secondary values are
+/// all zero draw none).
+pub fn time_series(
+    lines: &[(String, Vec<Point>)],
+    title: &str,
+    y_desc: &str,
+    secondary_desc: &str,
+    path: &Path,
+) -> Result<()> {
+    if lines.iter().all(|(_, points)| points.is_empty()) {
         return Err(anyhow!("no time series to plot"));
     }
     let axes = Axes {
         x: "seconds",
-        y: "transactions per second (solid)",
-        secondary: "MiB/s written (dashed)",
+        y: y_desc,
+        secondary: secondary_desc,
         log_y: false,
     };
-    draw_lines(&groups, title, &axes, path)
+    draw_lines(lines, title, &axes, path)
 }
 
 fn draw_lines(
@@ -349,5 +347,22 @@ mod tests {
             "{svg}"
         );
         assert!(engines(&[], "empty", |r| text(r, "engine"), &bars).is_err());
+    }
+
+    #[test]
+    fn time_series_draw_each_run_with_its_secondary_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = json!({"series": [
+            {"second": 1.0, "tps": 20000.0, "mib_written_per_s": 0.0},
+            {"second": 2.0, "tps": 12000.0, "mib_written_per_s": 35.0},
+        ]});
+        let points = series_points(&record, "tps", "mib_written_per_s");
+        assert_eq!(points, vec![(1.0, 20000.0, 0.0), (2.0, 12000.0, 35.0)]);
+        let path = dir.path().join("series.svg");
+        let lines = [("leankv 2T pool 512 MiB".to_string(), points)];
+        time_series(&lines, "tpcc", "tps", "MiB/s written", &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("leankv 2T pool 512 MiB") && svg.contains("MiB/s written"));
+        assert!(time_series(&[], "empty", "tps", "MiB/s", &path).is_err());
     }
 }

@@ -155,6 +155,7 @@ fn load_setup(suite: &Suite) -> Setup {
         direct_io: suite.direct_io,
         data_bytes: estimate as u64,
         tables: ycsb::TABLES,
+        scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
     }
 }
 
@@ -208,6 +209,7 @@ fn run_engine(
         direct_io: suite.direct_io,
         data_bytes,
         tables: ycsb::TABLES,
+        scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
     };
     let capped = suite.memory_cap && kind != EngineKind::Inmem;
     let enter_cap = || MemoryCap::enter(setup.pool_bytes as u64 * 11 / 10);

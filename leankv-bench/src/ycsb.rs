@@ -230,6 +230,7 @@ mod tests {
             direct_io: false,
             data_bytes: 1 << 20,
             tables: TABLES,
+            scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         }
     }
 

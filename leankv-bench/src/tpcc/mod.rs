@@ -189,6 +189,7 @@ fn load_setup(config: &Config) -> Setup {
         direct_io: config.direct_io,
         data_bytes: estimate,
         tables: schema::TABLES,
+        scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
     }
 }
 
@@ -280,6 +281,7 @@ fn run_one(
         // Mapped baselines size their mapping by this: room for the data to grow.
         data_bytes: load_setup(config).data_bytes * 4,
         tables: schema::TABLES,
+        scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
     };
     let capped = config.memory_cap && kind != EngineKind::Inmem;
     let enter_cap = || MemoryCap::enter(pool_bytes as u64 * 11 / 10);
