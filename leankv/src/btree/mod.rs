@@ -497,7 +497,7 @@ impl<P: Policy> BTree<P> {
         if node.fits(needed) {
             return Ok(());
         }
-        let middle = node.split_index();
+        let middle = node.split_index_for(key);
         let separator = node.key(middle).to_vec();
         if !self
             .node(parent)

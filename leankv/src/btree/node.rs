@@ -262,6 +262,24 @@ impl<'a> Node<'a> {
 
     /// Index at which to split so both halves carry about the same bytes. Leaves keep
     /// `0..=index` left; inner nodes push key `index` up and keep `0..index` left.
+    /// Where to split this full node to make room for `key`. A leaf that `key` would extend
+    /// at its upper end (ascending inserts: appends, time series, bulk loads in key order)
+    /// keeps all its entries on the left and gives the new key an empty right node, so such
+    /// loads leave full leaves instead of half-full ones. Otherwise `split_index`.
+    pub(crate) fn split_index_for(&self, key: &[u8]) -> usize {
+        let count = self.count();
+        if self.is_leaf() && count > 0 && key > self.key(count - 1) {
+            // The left node keeps every entry but gets the last key as its upper fence,
+            // which may be longer than the fence it had.
+            let last = self.key(count - 1);
+            let left = Node::size_of(true, self.lower_fence(), Some(last), self.entries(0..count));
+            if left <= self.page.len() {
+                return count - 1;
+            }
+        }
+        self.split_index()
+    }
+
     pub(crate) fn split_index(&self) -> usize {
         let count = self.count();
         debug_assert!(count >= if self.is_leaf() { 1 } else { 3 });
@@ -542,6 +560,45 @@ mod tests {
         let mut node = NodeMut::new(PageMut::from_slice(page));
         node.init(0, None, None);
         node
+    }
+
+    #[test]
+    fn appends_split_at_the_end_unless_the_left_half_would_not_fit() {
+        let mut page = vec![0u8; 4096];
+        let mut node = leaf(&mut page);
+        let mut n = 0u32;
+        while node.view().fits(entry_size(true, 4, 100)) {
+            node.insert_at(n as usize, &n.to_be_bytes(), &[1; 100]);
+            n += 1;
+        }
+        let count = node.view().count();
+        // An append keeps every entry on the left.
+        assert_eq!(
+            node.view().split_index_for(&(n + 1).to_be_bytes()),
+            count - 1
+        );
+        // An insert in the middle splits by size.
+        assert_eq!(
+            node.view().split_index_for(&[0, 0, 0, 5, 0]),
+            node.view().split_index()
+        );
+        // A last key as long as the node's slack cannot become the left node's fence.
+        let mut page = vec![0u8; 4096];
+        let mut node = leaf(&mut page);
+        let mut index = 0;
+        while node
+            .view()
+            .fits(entry_size(true, 200, 10) + entry_size(true, 4, 10))
+        {
+            node.insert_at(index, &(index as u32).to_be_bytes(), &[1; 10]);
+            index += 1;
+        }
+        let long_last = [0xff; 200];
+        node.insert_at(index, &long_last, &[1; 10]);
+        let view = node.view();
+        let left = Node::size_of(true, None, Some(&long_last), view.entries(0..view.count()));
+        assert!(left > 4096);
+        assert_ne!(view.split_index_for(&[0xff; 201]), view.count() - 1);
     }
 
     #[test]

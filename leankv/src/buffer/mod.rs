@@ -68,6 +68,11 @@ const OPTIMISTIC_ATTEMPTS: u32 = 16;
 const MAX_EVICTION_ROUNDS: u32 = 100_000;
 /// Most I/O threads that serve prefetch reads (each has one read outstanding).
 const MAX_PREFETCH_THREADS: usize = 16;
+/// Longest run of consecutive pages one prefetch read covers.
+const MAX_PREFETCH_RUN: usize = 32;
+
+/// Consecutive pages registered for one prefetch read, with their in-flight entries.
+pub(crate) type PrefetchRun = Vec<(u64, Arc<InFlightRead>)>;
 
 /// How the buffer manager is set up (derived from `crate::Options` by `Db`).
 #[derive(Debug, Clone)]
@@ -506,14 +511,20 @@ impl<P: Policy> BufferManager<P> {
     fn complete_read(&self, page_id: u64, read: &InFlightRead) -> Result<()> {
         debug_assert!(!self.epochs.is_pinned(), "no I/O inside an epoch");
         let loaded = self.read_page(page_id);
+        self.end_read(page_id, read, loaded.as_ref().ok().copied());
+        loaded.map(drop)
+    }
+
+    /// Ends the registered read of `page_id`: the page enters the cooling stage if it was
+    /// loaded into `frame`, and the threads waiting on `read` go on.
+    fn end_read(&self, page_id: u64, read: &InFlightRead, frame: Option<FrameId>) {
         let mut stage = self.cooling.lock();
         stage.end_read(page_id);
-        if let Ok(frame) = loaded {
+        if let Some(frame) = frame {
             stage.push_newest(&self.pool, frame, page_id);
         }
         drop(stage);
         read.finish();
-        loaded.map(drop)
     }
 
     /// Reads page `page_id` into a free frame, verifies it and returns the frame, latched by
@@ -535,6 +546,12 @@ impl<P: Policy> BufferManager<P> {
                 .map_err(|reason| Error::corruption(page_id, reason)),
             Err(error) => Err(Error::io("reading a page", error)),
         };
+        self.take_in(frame, page_id, checked)
+    }
+
+    /// Makes `frame`, just filled with page `page_id` whose check ended as `checked`, a
+    /// cooling page outside every table; on failure gives the frame back.
+    fn take_in<T>(&self, frame: FrameId, page_id: u64, checked: Result<T>) -> Result<FrameId> {
         if let Err(error) = checked {
             self.free_frames.lock().push(frame);
             return Err(error);
@@ -573,7 +590,7 @@ impl<P: Policy> BufferManager<P> {
         if header.state() != FrameState::Hot {
             return;
         }
-        let mut jobs = Vec::with_capacity(children.len());
+        let mut missing = Vec::with_capacity(children.len());
         for &(offset, page_id) in children {
             let unswizzled = self
                 .page(parent)
@@ -589,27 +606,83 @@ impl<P: Policy> BufferManager<P> {
             {
                 continue;
             }
-            let mut stage = self.cooling.lock();
+            let stage = self.cooling.lock();
             if stage.lookup(page_id).is_none() && stage.in_flight(page_id).is_none() {
-                jobs.push((page_id, stage.start_read(page_id)));
+                missing.push(page_id);
+            }
+        }
+        // Wait until half the window is used up, so that requests come in runs of
+        // consecutive pages that one read can serve, not one page per leaf.
+        if missing.is_empty() || missing.len() * 2 < children.len() {
+            return;
+        }
+        let mut runs: Vec<PrefetchRun> = Vec::new();
+        {
+            // Swizzling needs the parent's exclusive latch, so none of `missing` became hot;
+            // another scan may have requested some meanwhile.
+            let mut stage = self.cooling.lock();
+            for page_id in missing {
+                if stage.lookup(page_id).is_some() || stage.in_flight(page_id).is_some() {
+                    continue;
+                }
+                let read = stage.start_read(page_id);
+                match runs.last_mut() {
+                    Some(run)
+                        if run.len() < MAX_PREFETCH_RUN
+                            && run.last().is_some_and(|&(last, _)| last + 1 == page_id) =>
+                    {
+                        run.push((page_id, read))
+                    }
+                    _ => runs.push(vec![(page_id, read)]),
+                }
             }
         }
         drop(shared);
         match &*self.prefetcher.lock() {
-            Some(prefetcher) => prefetcher.submit(jobs),
+            Some(prefetcher) => prefetcher.submit(runs),
             // Shut down meanwhile: registered reads must still end.
-            None => jobs
-                .into_iter()
-                .for_each(|(page_id, read)| self.complete_prefetch(page_id, &read)),
+            None => {
+                let mut buffer = AlignedBuf::new(0);
+                for run in runs {
+                    self.complete_prefetch(&run, &mut buffer);
+                }
+            }
         }
     }
 
-    /// A prefetch thread's half of [`prefetch`](Self::prefetch): performs the registered read.
-    /// A failed read is left for the scan to meet again (it reads the page itself).
-    fn complete_prefetch(&self, page_id: u64, read: &InFlightRead) {
-        if self.complete_read(page_id, read).is_ok() {
-            self.count(Counter::PrefetchReads, 1);
+    /// A prefetch thread's half of [`prefetch`](Self::prefetch): reads a run of consecutive
+    /// pages with one I/O into `buffer` (grown as needed) and moves each verified page into a
+    /// frame of the cooling stage. Pages that fail are left for the scan to read (and meet the
+    /// error) itself.
+    fn complete_prefetch(&self, run: &[(u64, Arc<InFlightRead>)], buffer: &mut AlignedBuf) {
+        let Some(&(first, _)) = run.first() else {
+            return;
+        };
+        let page_size = self.page_size();
+        if buffer.len() < run.len() * page_size {
+            *buffer = AlignedBuf::new(MAX_PREFETCH_RUN * page_size);
         }
+        let bytes = &mut buffer[..run.len() * page_size];
+        let read = self.storage.read_at(bytes, first * page_size as u64);
+        let mut loaded = 0;
+        for (index, (page_id, in_flight)) in run.iter().enumerate() {
+            let page = &bytes[index * page_size..(index + 1) * page_size];
+            let frame = match &read {
+                Ok(()) => self.obtain_frame().ok().and_then(|frame| {
+                    // SAFETY: the frame was just taken from the free list and is published
+                    // (pushed into the cooling stage by `end_read`) after this slice is dead.
+                    let target = unsafe { self.pool.page_bytes_unpublished(frame) };
+                    target.copy_from_slice(page);
+                    let checked = page_format::verify(target, *page_id)
+                        .map_err(|reason| Error::corruption(*page_id, reason));
+                    self.take_in(frame, *page_id, checked).ok()
+                }),
+                Err(_) => None,
+            };
+            loaded += u64::from(frame.is_some());
+            self.end_read(*page_id, in_flight, frame);
+        }
+        self.count(Counter::PrefetchReads, loaded);
     }
 
     /// Hands the page in `frame`, which a scan brought in and has finished reading, straight

@@ -1,6 +1,7 @@
 //! Read-ahead for scans (paper §IV-I, "I/O prefetching"): a small pool of I/O threads that
 //! perform reads registered in the in-flight table by [`BufferManager::prefetch`], so that
-//! the scanning thread keeps working while the next leaves arrive.
+//! the scanning thread keeps working while the next leaves arrive. A job is a run of
+//! consecutive pages, read with one I/O (leaves of a tree loaded in key order mostly are).
 //!
 //! A prefetched page lands in the cooling stage exactly like a page read on demand; the scan
 //! that reaches it finds it there (or waits on its in-flight entry) instead of reading it. The
@@ -8,16 +9,13 @@
 //! other threads may wait on, so each is completed, or at least finished, before its thread
 //! lets go of it: none is dropped while queued.
 
-use super::cooling::InFlightRead;
 use super::policy::Policy;
-use super::BufferManager;
+use super::{BufferManager, PrefetchRun};
+use crate::io::AlignedBuf;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-
-/// A registered read: the page and its in-flight entry.
-type Job = (u64, Arc<InFlightRead>);
 
 #[derive(Default)]
 struct Queue {
@@ -27,7 +25,7 @@ struct Queue {
 
 #[derive(Default)]
 struct QueueState {
-    pending: VecDeque<Job>,
+    pending: VecDeque<PrefetchRun>,
     stop: bool,
 }
 
@@ -53,8 +51,8 @@ impl Prefetcher {
         Prefetcher { queue, threads }
     }
 
-    /// Queues registered reads.
-    pub(crate) fn submit(&self, jobs: impl IntoIterator<Item = Job>) {
+    /// Queues registered reads, one run of consecutive pages per job.
+    pub(crate) fn submit(&self, jobs: impl IntoIterator<Item = PrefetchRun>) {
         let mut state = self.queue.jobs.lock();
         let before = state.pending.len();
         state.pending.extend(jobs);
@@ -83,8 +81,9 @@ impl Drop for Prefetcher {
 }
 
 fn run<P: Policy>(manager: &Weak<BufferManager<P>>, queue: &Queue) {
+    let mut buffer = AlignedBuf::new(0);
     loop {
-        let (page_id, read) = {
+        let job = {
             let mut state = queue.jobs.lock();
             loop {
                 if let Some(job) = state.pending.pop_front() {
@@ -97,9 +96,9 @@ fn run<P: Policy>(manager: &Weak<BufferManager<P>>, queue: &Queue) {
             }
         };
         match manager.upgrade() {
-            Some(manager) => manager.complete_prefetch(page_id, &read),
-            // Nobody can use the page any more; release whoever might wait.
-            None => read.finish(),
+            Some(manager) => manager.complete_prefetch(&job, &mut buffer),
+            // Nobody can use the pages any more; release whoever might wait.
+            None => job.iter().for_each(|(_, read)| read.finish()),
         }
     }
 }
