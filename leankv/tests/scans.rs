@@ -135,3 +135,31 @@ fn ascending_inserts_fill_their_leaves() {
     );
     assert_eq!(tree.iter().count() as u64, count);
 }
+
+/// While the pool has room, a scan replaces nothing: the pages it reads stay hot, so a
+/// warm-up scan warms up.
+#[test]
+fn scans_into_a_pool_with_room_keep_their_pages_hot() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = 20_000;
+    {
+        let db = open(dir.path(), small(POOL_FRAMES));
+        fill(&db.open_tree("data").unwrap(), 0, keys);
+        db.close().unwrap();
+    }
+    let db = open(dir.path(), small(POOL_FRAMES * 16));
+    let tree = db.open_tree("data").unwrap();
+    assert_eq!(tree.iter().count() as u64, keys);
+    let stats = db.stats();
+    assert!(
+        stats.page_reads > 100 && stats.prefetch_reads > 0,
+        "{stats:?}"
+    );
+    assert_eq!(stats.scan_cooled, 0);
+    assert_eq!(read_hot(&db, &tree, keys), 0);
+    assert_eq!(
+        db.stats().cooling_hits,
+        stats.cooling_hits,
+        "lookups after the scan found leaves cooling"
+    );
+}

@@ -687,9 +687,15 @@ impl<P: Policy> BufferManager<P> {
 
     /// Hands the page in `frame`, which a scan brought in and has finished reading, straight
     /// back to the cooling stage (the scan's hint that it will not be read again soon), so
-    /// that scans replace cooling pages rather than the hot working set. Outside any epoch;
-    /// skipped if a latch is contended or the page has swizzled children.
+    /// that scans replace cooling pages rather than the hot working set. Only once the pool
+    /// is full; outside any epoch; skipped if a latch is contended or the page has swizzled
+    /// children.
     pub(crate) fn cool_scanned(&self, frame: FrameId) {
+        // While never-used frames remain, nothing is replaced and a scan displaces nothing:
+        // its pages stay hot like any other (a warm-up scan warms up).
+        if self.fresh.load(Ordering::Acquire) < self.frame_count() {
+            return;
+        }
         let cooled = if P::SWIZZLING {
             self.try_unswizzle(frame, false)
         } else {
