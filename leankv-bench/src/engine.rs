@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::ValueEnum;
 use leankv::policy::{HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Policy, Traditional};
 use leankv::{Db, Options, Tree};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -37,12 +38,14 @@ pub trait Engine: Send + Sync {
     fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool>;
     /// Removes `key`; false if it was absent.
     fn delete(&self, table: Table, key: &[u8]) -> Result<bool>;
-    /// Calls `visit` on the pairs from `start` on, in key order, until it returns false or the
-    /// table ends.
+    /// Calls `visit` on the pairs from `start` on (up to `end`, excluded, if given), in key
+    /// order, until it returns false or the range ends. Knowing the end lets engines stop
+    /// reading (and reading ahead) there.
     fn scan(
         &self,
         table: Table,
         start: &[u8],
+        end: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()>;
     fn io(&self) -> IoCounters {
@@ -66,7 +69,7 @@ pub trait Engine: Send + Sync {
 pub fn scan_count(engine: &dyn Engine, table: Table, start: &[u8], count: usize) -> Result<usize> {
     let mut seen = 0;
     if count > 0 {
-        engine.scan(table, start, &mut |_, _| {
+        engine.scan(table, start, None, &mut |_, _| {
             seen += 1;
             seen < count
         })?;
@@ -263,9 +266,11 @@ impl<P: Policy> Engine for LeanEngine<P> {
         &self,
         table: Table,
         start: &[u8],
+        end: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        for item in self.trees[table].range(start..) {
+        let end = end.map_or(Bound::Unbounded, Bound::Excluded);
+        for item in self.trees[table].range::<&[u8], _>((Bound::Included(start), end)) {
             let (key, value) = item?;
             if !visit(&key, &value) {
                 break;

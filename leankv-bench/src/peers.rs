@@ -59,8 +59,12 @@ mod rocks {
             options.create_missing_column_families(true);
             options.set_compression_type(DBCompressionType::None);
             options.increase_parallelism(2);
+            // Memtables live outside the block cache: give them a quarter of the budget, so
+            // that both together stay within it (a memory cgroup enforces it).
+            let memtables = setup.pool_bytes / 4;
+            options.set_db_write_buffer_size(memtables);
             let mut table = BlockBasedOptions::default();
-            let cache = Cache::new_lru_cache(setup.pool_bytes)?;
+            let cache = Cache::new_lru_cache(setup.pool_bytes - memtables)?;
             table.set_block_cache(&cache);
             table.set_block_size(16 << 10);
             table.set_bloom_filter(10.0, false);
@@ -71,10 +75,11 @@ mod rocks {
                 .map(|name| ColumnFamilyDescriptor::new(*name, options.clone()));
             let db = DB::open_cf_descriptors(&options, dir, families)?;
             let settings = format!(
-                "block cache {} MiB (shared by all column families), 16 KiB blocks, bloom 10 \
-                 bits, no compression, direct reads {}, WAL on without fsync per write, updates \
-                 as get + put under a striped lock",
-                setup.pool_bytes >> 20,
+                "block cache {} MiB + memtables {} MiB (shared by all column families), 16 KiB \
+                 blocks, bloom 10 bits, no compression, direct reads {}, WAL on without fsync \
+                 per write, updates as get + put under a striped lock",
+                (setup.pool_bytes - memtables) >> 20,
+                memtables >> 20,
                 setup.direct_io
             );
             Ok(Rocks {
@@ -146,10 +151,15 @@ mod rocks {
             &self,
             table: Table,
             start: &[u8],
+            end: Option<&[u8]>,
             visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
         ) -> Result<()> {
+            let mut options = rocksdb::ReadOptions::default();
+            if let Some(end) = end {
+                options.set_iterate_upper_bound(end.to_vec());
+            }
             let mode = IteratorMode::From(start, Direction::Forward);
-            for item in self.db.iterator_cf(self.family(table), mode) {
+            for item in self.db.iterator_cf_opt(self.family(table), options, mode) {
                 let (key, value) = item?;
                 if !visit(&key, &value) {
                     break;
@@ -267,6 +277,7 @@ mod lmdb {
             &self,
             table: Table,
             start: &[u8],
+            end: Option<&[u8]>,
             visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
         ) -> Result<()> {
             let txn = self.env.read_txn()?;
@@ -276,7 +287,7 @@ mod lmdb {
             } else {
                 Bound::Included(start)
             };
-            let range = (lower, Bound::Unbounded);
+            let range = (lower, end.map_or(Bound::Unbounded, Bound::Excluded));
             for item in self.tables[table].range(&txn, &range)? {
                 let (key, value) = item?;
                 if !visit(key, value) {
@@ -425,11 +436,16 @@ mod redb_engine {
             &self,
             table: Table,
             start: &[u8],
+            end: Option<&[u8]>,
             visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
         ) -> Result<()> {
             let txn = self.db.begin_read()?;
             let table = txn.open_table(self.definition(table))?;
-            for item in table.range(start..)? {
+            let range = match end {
+                Some(end) => table.range(start..end)?,
+                None => table.range(start..)?,
+            };
+            for item in range {
                 let (key, value) = item?;
                 if !visit(key.value(), value.value()) {
                     break;

@@ -206,7 +206,7 @@ fn scan_repeatedly(
 ) -> Result<()> {
     while !stop.load(Ordering::Relaxed) {
         let mut unpublished = 0;
-        engine.scan(table, &[], &mut |_, _| {
+        engine.scan(table, &[], None, &mut |_, _| {
             unpublished += 1;
             if unpublished == PUBLISH_EVERY {
                 records.fetch_add(unpublished, Ordering::Relaxed);

@@ -17,7 +17,8 @@ fn each(
     prefix: &[u8],
     mut visit: impl FnMut(&[u8], &[u8]),
 ) -> Result<()> {
-    engine.scan(table, prefix, &mut |key, value| {
+    let end = prefix_end(prefix);
+    engine.scan(table, prefix, end.as_deref(), &mut |key, value| {
         let inside = key.starts_with(prefix);
         if inside {
             visit(key, value);

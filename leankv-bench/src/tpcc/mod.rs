@@ -247,7 +247,7 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 /// Reads every table once, so that a run whose data fits the pool starts in memory.
 fn warm(engine: &dyn Engine) -> Result<()> {
     for table in 0..schema::TABLES.len() {
-        engine.scan(table, &[], &mut |_, _| true)?;
+        engine.scan(table, &[], None, &mut |_, _| true)?;
     }
     Ok(())
 }
@@ -737,7 +737,7 @@ mod tests {
         // Conditions 2 and 3: an undelivered order lost from NEW-ORDER, inside the range.
         let mut new_orders = Vec::new();
         engine
-            .scan(NEW_ORDER, &district_key(1, 5), &mut |key, _| {
+            .scan(NEW_ORDER, &district_key(1, 5), None, &mut |key, _| {
                 new_orders.push(key.to_vec());
                 new_orders.len() < 2
             })

@@ -127,6 +127,18 @@ pub fn stock_key(w: u32, i: u32) -> Vec<u8> {
     Key::default().u32(w).u32(i).build()
 }
 
+/// The first key after every key that starts with `prefix` (`None`: no such key).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
 /// The last big-endian u32 of a key (the id that ends index and order keys).
 pub fn trailing_u32(key: &[u8]) -> u32 {
     key.len().checked_sub(4).map_or(0, |at| {
@@ -613,6 +625,12 @@ mod tests {
             4_000_000
         );
         assert!(stock_key(1, 100_000) < stock_key(2, 1));
+        // The prefix end bounds exactly the keys with the prefix.
+        let prefix = district_key(3, 255);
+        let end = prefix_end(&prefix).unwrap();
+        assert!(order_key(3, 255, u32::MAX) < end && end <= district_key(4, 0));
+        assert_eq!(prefix_end(&[1, 0xff, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
     }
 
     #[test]

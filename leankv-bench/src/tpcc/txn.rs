@@ -112,7 +112,8 @@ fn scan_prefix(
     prefix: &[u8],
     mut visit: impl FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<()> {
-    engine.scan(table, prefix, &mut |key, value| {
+    let end = prefix_end(prefix);
+    engine.scan(table, prefix, end.as_deref(), &mut |key, value| {
         key.starts_with(prefix) && visit(key, value)
     })
 }
@@ -458,6 +459,7 @@ impl<'a> Worker<'a> {
         engine.scan(
             ORDER_LINE,
             &order_key(w, d, next.saturating_sub(20)),
+            Some(&end),
             &mut |key, value| {
                 if key >= end.as_slice() {
                     return false;

@@ -789,7 +789,7 @@ impl<P: Policy> BTree<P> {
         if brought_in && leaves_done > 0 {
             let ahead = (2usize << leaves_done.min(16)).min(self.bm.prefetch_depth());
             if ahead > 0 {
-                self.read_ahead(start, bound, ahead)?;
+                self.read_ahead(start, bound, keep, ahead)?;
             }
             self.bm.cool_scanned(leaf);
         }
@@ -797,9 +797,16 @@ impl<P: Policy> BTree<P> {
     }
 
     /// Requests the (up to) `ahead` leaves after the one holding `start` that are not in
-    /// memory, from the prefetch threads. Only siblings under the same parent are requested:
-    /// the next parent's leaves follow when the scan arrives there.
-    fn read_ahead(&self, start: &[u8], bound: Bound, ahead: usize) -> Result<()> {
+    /// memory, from the prefetch threads. Only siblings under the same parent are requested
+    /// (the next parent's leaves follow when the scan arrives there), and only those whose
+    /// lower separator `keep` accepts: nothing past the end of the scan's range.
+    fn read_ahead(
+        &self,
+        start: &[u8],
+        bound: Bound,
+        keep: &dyn Fn(&[u8]) -> bool,
+        ahead: usize,
+    ) -> Result<()> {
         let wanted = self.bm.run(|mode| {
             if self.level_of(self.root)? == 0 {
                 return Ok(None);
@@ -807,7 +814,9 @@ impl<P: Policy> BTree<P> {
             self.read_node(start, bound, 1, mode, |parent| {
                 let index = parent.search(start, bound);
                 let last = (index + ahead).min(parent.count());
+                // Child `c` holds the keys above separator `c - 1`.
                 ((index + 1)..=last)
+                    .take_while(|&child| keep(parent.key(child - 1)))
                     .filter_map(|child| match self.bm.child(parent.child_word(child)) {
                         Some(SwipTarget::Page(page_id)) => {
                             Some((parent.child_offset(child), page_id))

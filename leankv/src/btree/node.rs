@@ -264,20 +264,30 @@ impl<'a> Node<'a> {
     /// `0..=index` left; inner nodes push key `index` up and keep `0..index` left.
     /// Where to split this full node to make room for `key`. A leaf that `key` would extend
     /// at its upper end (ascending inserts: appends, time series, bulk loads in key order)
-    /// keeps all its entries on the left and gives the new key an empty right node, so such
-    /// loads leave full leaves instead of half-full ones. Otherwise `split_index`.
+    /// keeps as many entries on the left as fit with their new fence, and the new key starts
+    /// a nearly empty right node, so such loads leave full leaves instead of half-full ones.
+    /// Otherwise `split_index`.
     pub(crate) fn split_index_for(&self, key: &[u8]) -> usize {
         let count = self.count();
-        if self.is_leaf() && count > 0 && key > self.key(count - 1) {
-            // The left node keeps every entry but gets the last key as its upper fence,
-            // which may be longer than the fence it had.
-            let last = self.key(count - 1);
-            let left = Node::size_of(true, self.lower_fence(), Some(last), self.entries(0..count));
-            if left <= self.page.len() {
-                return count - 1;
-            }
+        let balanced = self.split_index();
+        if !self.is_leaf() || count == 0 || key <= self.key(count - 1) {
+            return balanced;
         }
-        self.split_index()
+        // The left node keeps the entries up to `middle` and gets key `middle` as its upper
+        // fence, which the full node did not have to hold: step back until that fits.
+        (balanced..count)
+            .rev()
+            .find(|&middle| {
+                let separator = self.key(middle);
+                let left = Node::size_of(
+                    true,
+                    self.lower_fence(),
+                    Some(separator),
+                    self.entries(0..middle + 1),
+                );
+                left <= self.page.len()
+            })
+            .unwrap_or(balanced)
     }
 
     pub(crate) fn split_index(&self) -> usize {
@@ -598,7 +608,15 @@ mod tests {
         let view = node.view();
         let left = Node::size_of(true, None, Some(&long_last), view.entries(0..view.count()));
         assert!(left > 4096);
-        assert_ne!(view.split_index_for(&[0xff; 201]), view.count() - 1);
+        let middle = view.split_index_for(&[0xff; 201]);
+        assert!(middle < view.count() - 1 && middle > view.split_index());
+        let kept = Node::size_of(
+            true,
+            None,
+            Some(view.key(middle)),
+            view.entries(0..middle + 1),
+        );
+        assert!(kept <= 4096);
     }
 
     #[test]
