@@ -270,13 +270,7 @@ impl<P: Policy> Engine for LeanEngine<P> {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let end = end.map_or(Bound::Unbounded, Bound::Excluded);
-        for item in self.trees[table].range::<&[u8], _>((Bound::Included(start), end)) {
-            let (key, value) = item?;
-            if !visit(&key, &value) {
-                break;
-            }
-        }
-        Ok(())
+        Ok(self.trees[table].scan::<&[u8], _>((Bound::Included(start), end), visit)?)
     }
 
     fn io(&self) -> IoCounters {

@@ -36,11 +36,19 @@ fn check_range<P: Policy>(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let found: Vec<_> = tree
-        .range(bounds)
+        .range(bounds.clone())
         .take(300)
         .map(|item| item.unwrap())
         .collect();
     assert_eq!(found, expected);
+    // The visitor scan sees the same pairs and stops when told.
+    let mut visited = Vec::new();
+    tree.scan(bounds, |key, value| {
+        visited.push((key.to_vec(), value.to_vec()));
+        visited.len() < 300
+    })
+    .unwrap();
+    assert_eq!(visited, expected);
 }
 
 fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: usize) {

@@ -743,8 +743,8 @@ impl<P: Policy> BTree<P> {
 
     /// Copies entries of one leaf from the lower end of a range: those at or after `start`
     /// (with `bound`) for which `keep` holds, stopping at the first that fails or after
-    /// `limit` entries. Returns the entries, whether `keep` stopped the scan, whether the limit
-    /// did, and the leaf's upper fence.
+    /// `limit` entries, into `batch`: the entries, whether `keep` stopped the scan, whether the
+    /// limit did, and the leaf's upper fence.
     ///
     /// `leaves_done` is how many leaves the scan has finished before this one. Past its first
     /// leaf, a scan that had to bring this leaf in (from the cooling stage or the disk) is
@@ -758,13 +758,14 @@ impl<P: Policy> BTree<P> {
         keep: &dyn Fn(&[u8]) -> bool,
         limit: usize,
         leaves_done: usize,
-    ) -> Result<LeafBatch> {
+        batch: &mut LeafBatch,
+    ) -> Result<()> {
         let mut brought_in = false;
-        let (batch, leaf) = self.bm.run(|mode| {
+        let leaf = self.bm.run(|mode| {
             let attempt = self.read_node(start, bound, 0, mode, |leaf| {
-                let mut batch = LeafBatch::default();
+                batch.clear();
                 for index in leaf.search(start, bound)..leaf.count() {
-                    if batch.entries.len() == limit {
+                    if batch.len() == limit {
                         batch.limited = true;
                         break;
                     }
@@ -773,18 +774,15 @@ impl<P: Policy> BTree<P> {
                         batch.stopped = true;
                         break;
                     }
-                    batch
-                        .entries
-                        .push((key.to_vec(), leaf.value(index).to_vec()));
+                    batch.push(key, leaf.value(index));
                 }
-                batch.upper_fence = leaf.upper_fence().map(<[u8]>::to_vec);
-                batch
+                batch.set_upper_fence(leaf.upper_fence());
             });
             if let Err(Restart::Swizzle { frame, .. }) = &attempt {
                 // The missing page is a child of `frame`: a leaf if `frame` is on level 1.
                 brought_in |= self.node(*frame).level() == 1;
             }
-            attempt
+            attempt.map(|((), leaf)| leaf)
         })?;
         if brought_in && leaves_done > 0 {
             let ahead = (2usize << leaves_done.min(16)).min(self.bm.prefetch_depth());
@@ -793,7 +791,7 @@ impl<P: Policy> BTree<P> {
             }
             self.bm.cool_scanned(leaf);
         }
-        Ok(batch)
+        Ok(())
     }
 
     /// Requests the (up to) `ahead` leaves after the one holding `start` that are not in
@@ -836,16 +834,71 @@ impl<P: Policy> BTree<P> {
     }
 }
 
-/// One leaf's worth of a range scan.
+/// One leaf's worth of a range scan, copied flat into reusable buffers (no allocation per
+/// entry once the buffers have grown).
 #[derive(Default)]
 pub(crate) struct LeafBatch {
-    pub(crate) entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Keys and values, back to back.
+    bytes: Vec<u8>,
+    /// Key and value length of each entry, in order.
+    lengths: Vec<(usize, usize)>,
     /// The range's end was reached inside this leaf.
     pub(crate) stopped: bool,
     /// The entry limit was reached before the leaf's end: continue after the last entry.
     pub(crate) limited: bool,
     /// Where the next leaf starts (`None`: this was the last leaf).
-    pub(crate) upper_fence: Option<Vec<u8>>,
+    upper_fence: Option<Vec<u8>>,
+}
+
+impl LeafBatch {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.lengths.clear();
+        self.stopped = false;
+        self.limited = false;
+    }
+
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
+        self.lengths.push((key.len(), value.len()));
+    }
+
+    fn set_upper_fence(&mut self, fence: Option<&[u8]>) {
+        match (fence, &mut self.upper_fence) {
+            (Some(fence), Some(kept)) => {
+                kept.clear();
+                kept.extend_from_slice(fence);
+            }
+            (fence, kept) => *kept = fence.map(<[u8]>::to_vec),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    pub(crate) fn upper_fence(&self) -> Option<&[u8]> {
+        self.upper_fence.as_deref()
+    }
+
+    /// The entries, in key order.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut at = 0;
+        self.lengths.iter().map(move |&(key_len, value_len)| {
+            let key = &self.bytes[at..at + key_len];
+            let value = &self.bytes[at + key_len..at + key_len + value_len];
+            at += key_len + value_len;
+            (key, value)
+        })
+    }
+
+    /// The last entry's key.
+    pub(crate) fn last_key(&self) -> Option<&[u8]> {
+        let &(key_len, value_len) = self.lengths.last()?;
+        let start = self.bytes.len() - key_len - value_len;
+        Some(&self.bytes[start..start + key_len])
+    }
 }
 
 /// The buffer manager's child iterator for B-tree inner pages.
