@@ -268,25 +268,13 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
     let plot_path = config
         .results
         .with_file_name(format!("{}.svg", config.label));
-    let lines: Vec<(String, Vec<plot::Point>)> = records
+    let values: Vec<serde_json::Value> = records
         .iter()
-        .map(|record| {
-            let name = format!(
-                "{} {}T pool {} MiB",
-                record.engine,
-                record.threads,
-                record.pool_bytes >> 20
-            );
-            let points =
-                plot::series_points(&serde_json::to_value(record)?, "tps", "mib_written_per_s");
-            Ok((name, points))
-        })
-        .collect::<Result<_>>()?;
-    plot::time_series(
-        &lines,
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    plot::tpcc_series(
+        &values,
         &format!("TPC-C, {} warehouses", config.warehouses),
-        "transactions per second (solid)",
-        "MiB/s written (dashed)",
         &plot_path,
     )?;
     println!(
@@ -317,28 +305,13 @@ fn scan_runs(args: ScanArgs) -> Result<()> {
     let plot_path = config
         .results
         .with_file_name(format!("{}.svg", config.label));
-    let mut lines = Vec::new();
-    for record in &records {
-        let value = serde_json::to_value(record)?;
-        let run = format!(
-            "pool {} MiB, read-ahead {}",
-            record.pool_bytes >> 20,
-            record.prefetch
-        );
-        lines.push((
-            format!("large, {run}"),
-            plot::series_points(&value, "large_mib_per_s", "read_mib_per_s"),
-        ));
-        lines.push((
-            format!("small, {run}"),
-            plot::series_points(&value, "small_mib_per_s", "none"),
-        ));
-    }
-    plot::time_series(
-        &lines,
+    let values: Vec<serde_json::Value> = records
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    plot::scan_series(
+        &values,
         "concurrent scans of a large and a small tree",
-        "MiB/s scanned (solid)",
-        "MiB/s read from storage (dashed, large scan)",
         &plot_path,
     )?;
     println!(
@@ -416,7 +389,8 @@ mod plot_cmd {
         /// Records with this label (default: the label of the last record).
         #[arg(long)]
         label: Option<String>,
-        /// `engines` (bars), `zipf` (throughput vs θ) or `cooling` (throughput vs cooling %).
+        /// `engines` (bars), `zipf` (throughput vs θ), `cooling` (throughput vs cooling %),
+        /// `tpcc` (tps over time) or `scan` (scan speeds over time).
         #[arg(long, default_value = "engines")]
         kind: String,
         /// Output SVG file.
@@ -479,7 +453,9 @@ mod plot_cmd {
                     &args.out,
                 )?
             }
-            other => bail!("unknown plot kind {other:?} (engines, zipf, cooling)"),
+            "tpcc" => plot::tpcc_series(&records, title, &args.out)?,
+            "scan" => plot::scan_series(&records, title, &args.out)?,
+            other => bail!("unknown plot kind {other:?} (engines, zipf, cooling, tpcc, scan)"),
         }
         println!(
             "plotted {} records into {}",

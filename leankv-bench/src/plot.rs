@@ -28,6 +28,8 @@ struct Axes<'a> {
     secondary: &'a str,
     /// Log scale for the main axis (values spanning orders of magnitude).
     log_y: bool,
+    /// Main axis labels in thousands (large values).
+    y_thousands: bool,
 }
 
 fn series_color(index: usize) -> RGBColor {
@@ -162,6 +164,7 @@ pub fn lines(
         y: "operations per second (solid, log scale)",
         secondary: "page reads per second (dashed)",
         log_y: true,
+        y_thousands: true,
     };
     draw_lines(&groups, title, &axes, path)
 }
@@ -198,13 +201,74 @@ pub fn time_series(
     if lines.iter().all(|(_, points)| points.is_empty()) {
         return Err(anyhow!("no time series to plot"));
     }
+    let top = lines
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
     let axes = Axes {
         x: "seconds",
         y: y_desc,
         secondary: secondary_desc,
         log_y: false,
+        y_thousands: top >= 10_000.0,
     };
     draw_lines(lines, title, &axes, path)
+}
+
+/// TPC-C runs (of the first round): tps per second, MiB/s written dashed (Fig. 9).
+pub fn tpcc_series(records: &[Value], title: &str, path: &Path) -> Result<()> {
+    let lines: Vec<(String, Vec<Point>)> = records
+        .iter()
+        .filter(|record| number(record, "round") <= 1.0)
+        .map(|record| {
+            let name = format!(
+                "{} {}T pool {} MiB",
+                text(record, "engine"),
+                number(record, "threads"),
+                number(record, "pool_bytes") as u64 >> 20
+            );
+            (name, series_points(record, "tps", "mib_written_per_s"))
+        })
+        .collect();
+    time_series(
+        &lines,
+        title,
+        "transactions per second (solid)",
+        "MiB/s written (dashed)",
+        path,
+    )
+}
+
+/// Scan runs with the deepest read-ahead among them: each tree's scan MiB/s per second, the
+/// large scan's read MiB/s dashed (Fig. 12).
+pub fn scan_series(records: &[Value], title: &str, path: &Path) -> Result<()> {
+    let deepest = records
+        .iter()
+        .map(|record| number(record, "prefetch"))
+        .fold(0.0, f64::max);
+    let mut lines = Vec::new();
+    for record in records.iter().filter(|r| number(r, "prefetch") == deepest) {
+        let run = format!(
+            "pool {} MiB ({:.2}x data)",
+            number(record, "pool_bytes") as u64 >> 20,
+            number(record, "pool_to_data")
+        );
+        lines.push((
+            format!("large, {run}"),
+            series_points(record, "large_mib_per_s", "read_mib_per_s"),
+        ));
+        lines.push((
+            format!("small, {run}"),
+            series_points(record, "small_mib_per_s", "none"),
+        ));
+    }
+    time_series(
+        &lines,
+        &format!("{title} (read-ahead {deepest})"),
+        "MiB/s scanned (solid)",
+        "MiB/s read from storage (dashed, large scan)",
+        path,
+    )
 }
 
 fn draw_lines(
@@ -269,11 +333,12 @@ where
 {
     let thousands = |y: &f64| format!("{:.0}K", y / 1000.0);
     let plain = |y: &f64| format!("{y:.0}");
+    let main: &dyn Fn(&f64) -> String = if axes.y_thousands { &thousands } else { &plain };
     chart
         .configure_mesh()
         .x_desc(axes.x)
         .y_desc(axes.y)
-        .y_label_formatter(&thousands)
+        .y_label_formatter(&main)
         .draw()
         .map_err(plot_error)?;
     // Read rates are thousands per second, write rates a few MiB per second.
