@@ -77,6 +77,46 @@ pub fn scan_count(engine: &dyn Engine, table: Table, start: &[u8], count: usize)
     Ok(seen)
 }
 
+/// How much each of `engine`'s counters grew since `before` (an earlier `counters()`).
+pub fn counters_since(
+    engine: &dyn Engine,
+    before: &[(&'static str, u64)],
+) -> Vec<(&'static str, u64)> {
+    engine
+        .counters()
+        .into_iter()
+        .map(|(name, after)| {
+            let earlier = before
+                .iter()
+                .find_map(|&(n, value)| (n == name).then_some(value))
+                .unwrap_or(0);
+            (name, after.saturating_sub(earlier))
+        })
+        .collect()
+}
+
+/// Runs `load` on `kind`'s loader (see [`EngineKind::loader`]) opened over `path`, unless a
+/// previous load finished there (it leaves a `.loaded` marker); a partial load is removed first.
+pub fn load_once(
+    kind: EngineKind,
+    path: &Path,
+    setup: &Setup,
+    load: impl FnOnce(&dyn Engine) -> Result<()>,
+) -> Result<()> {
+    let marker = path.join(".loaded");
+    if marker.exists() {
+        return Ok(());
+    }
+    if path.exists() {
+        std::fs::remove_dir_all(path)?;
+    }
+    let engine = open(kind.loader(), path, setup)?;
+    load(engine.as_ref())?;
+    drop(engine);
+    std::fs::write(&marker, "loaded\n")?;
+    Ok(())
+}
+
 /// Every engine the benchmarks know, whether or not this build includes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -129,6 +169,16 @@ impl EngineKind {
                 | EngineKind::Pessimistic
                 | EngineKind::Traditional
         )
+    }
+
+    /// The engine that writes the files this one reads: leankv's format serves all its
+    /// policies, so data loaded once serves every one of them.
+    pub fn loader(self) -> EngineKind {
+        if self.uses_leankv_files() {
+            EngineKind::Leankv
+        } else {
+            self
+        }
     }
 
     /// Engines that keep no files between runs and are loaded afresh for each.

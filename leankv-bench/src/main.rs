@@ -265,22 +265,29 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         results: args.common.results,
     };
     let records = tpcc::run(&config)?;
-    let plot_path = config
-        .results
-        .with_file_name(format!("{}.svg", config.label));
+    let title = format!("TPC-C, {} warehouses", config.warehouses);
+    plot_runs(&records, &config.results, &config.label, |values, path| {
+        plot::tpcc_series(values, &title, path)
+    })
+}
+
+/// Draws `records` (just appended to `results` under `label`) into `<label>.svg` next to the
+/// results file with `draw`, and says where both went.
+fn plot_runs<T: serde::Serialize>(
+    records: &[T],
+    results: &std::path::Path,
+    label: &str,
+    draw: impl FnOnce(&[serde_json::Value], &std::path::Path) -> Result<()>,
+) -> Result<()> {
+    let plot_path = results.with_file_name(format!("{label}.svg"));
     let values: Vec<serde_json::Value> = records
         .iter()
         .map(serde_json::to_value)
         .collect::<Result<_, _>>()?;
-    plot::tpcc_series(
-        &values,
-        &format!("TPC-C, {} warehouses", config.warehouses),
-        &plot_path,
-    )?;
+    draw(&values, &plot_path)?;
     println!(
-        "results appended to {} (label {}), plot in {}",
-        config.results.display(),
-        config.label,
+        "results appended to {} (label {label}), plot in {}",
+        results.display(),
         plot_path.display()
     );
     Ok(())
@@ -302,25 +309,9 @@ fn scan_runs(args: ScanArgs) -> Result<()> {
         results: args.common.results,
     };
     let records = scan::run(&config)?;
-    let plot_path = config
-        .results
-        .with_file_name(format!("{}.svg", config.label));
-    let values: Vec<serde_json::Value> = records
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
-    plot::scan_series(
-        &values,
-        "concurrent scans of a large and a small tree",
-        &plot_path,
-    )?;
-    println!(
-        "results appended to {} (label {}), plot in {}",
-        config.results.display(),
-        config.label,
-        plot_path.display()
-    );
-    Ok(())
+    plot_runs(&records, &config.results, &config.label, |values, path| {
+        plot::scan_series(values, "concurrent scans of a large and a small tree", path)
+    })
 }
 
 /// README's main job: in memory, leankv vs. the in-memory tree vs. a traditional buffer
@@ -357,23 +348,10 @@ fn headline(records: u64, duration: u64, common: &CommonArgs) -> Result<()> {
         ..base
     })?);
     println!("\n== headline ==\n{}", suite::table(&all).render());
-    let plot_path = common.results.with_file_name(format!("{label}.svg"));
-    let values: Vec<serde_json::Value> = all
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
-    plot::engines(
-        &values,
-        &format!("uniform lookups, {records} records (leankv beyond memory: pool = data/5)"),
-        plot_cmd::bar_label,
-        &plot_path,
-    )?;
-    println!(
-        "results appended to {}, plot in {}",
-        common.results.display(),
-        plot_path.display()
-    );
-    Ok(())
+    let title = format!("uniform lookups, {records} records (leankv beyond memory: pool = data/5)");
+    plot_runs(&all, &common.results, &label, |values, path| {
+        plot::engines(values, &title, plot_cmd::bar_label, path)
+    })
 }
 
 mod plot_cmd {

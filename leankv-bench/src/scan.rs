@@ -127,11 +127,7 @@ pub fn run(config: &Config) -> Result<Vec<ScanRecord>> {
 }
 
 fn data_path(config: &Config, kind: EngineKind) -> PathBuf {
-    let format = if kind.uses_leankv_files() {
-        "leankv"
-    } else {
-        kind.name()
-    };
+    let format = kind.loader().name();
     config.data_dir.join(format!(
         "scan-{format}-{}+{}x{}",
         config.small_records, config.large_records, config.value_size
@@ -146,42 +142,28 @@ fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
             kind.name()
         );
     }
-    let loader = if kind.uses_leankv_files() {
-        EngineKind::Leankv
-    } else {
-        kind
-    };
-    let path = data_path(config, loader);
-    let marker = path.join(".loaded");
-    if marker.exists() {
-        return Ok(path);
-    }
-    if path.exists() {
-        std::fs::remove_dir_all(&path)?;
-    }
-    println!(
-        "loading {} + {} records into {}",
-        config.small_records,
-        config.large_records,
-        path.display()
-    );
-    let setup = setup(config, 1 << 30, 0);
-    let engine = engine::open(loader, &path, &setup)?;
-    for (table, records) in [(SMALL, config.small_records), (LARGE, config.large_records)] {
-        let mut batch = Vec::with_capacity(LOAD_BATCH);
-        for index in 0..records {
-            let mut value = vec![0; config.value_size];
-            fill_value(&mut value, index, 0);
-            batch.push((index.to_be_bytes().to_vec(), value));
-            if batch.len() == LOAD_BATCH || index + 1 == records {
-                engine.put_batch(table, &batch)?;
-                batch.clear();
+    let path = data_path(config, kind);
+    engine::load_once(kind, &path, &setup(config, 1 << 30, 0), |engine| {
+        println!(
+            "loading {} + {} records into {}",
+            config.small_records,
+            config.large_records,
+            path.display()
+        );
+        for (table, records) in [(SMALL, config.small_records), (LARGE, config.large_records)] {
+            let mut batch = Vec::with_capacity(LOAD_BATCH);
+            for index in 0..records {
+                let mut value = vec![0; config.value_size];
+                fill_value(&mut value, index, 0);
+                batch.push((index.to_be_bytes().to_vec(), value));
+                if batch.len() == LOAD_BATCH || index + 1 == records {
+                    engine.put_batch(table, &batch)?;
+                    batch.clear();
+                }
             }
         }
-    }
-    engine.flush()?;
-    drop(engine);
-    std::fs::write(&marker, "loaded\n")?;
+        engine.flush()
+    })?;
     Ok(path)
 }
 
@@ -291,16 +273,8 @@ fn run_one(
     })?;
     let elapsed = started.elapsed().as_secs_f64();
     let (read_after, _) = report::process_io_bytes();
-    let engine_counters = engine
-        .counters()
+    let engine_counters = engine::counters_since(engine, &counters_before)
         .into_iter()
-        .map(|(name, after)| {
-            let before = counters_before
-                .iter()
-                .find_map(|&(n, value)| (n == name).then_some(value))
-                .unwrap_or(0);
-            (name, after.saturating_sub(before))
-        })
         .collect();
     let rate = |table: Table| counts[table].load(Ordering::Relaxed) as f64 * record_mib / elapsed;
     let record = ScanRecord {

@@ -136,11 +136,7 @@ pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
 
 /// Where engine `kind` keeps this suite's data.
 fn data_path(suite: &Suite, kind: EngineKind) -> PathBuf {
-    let format = if kind.uses_leankv_files() {
-        "leankv"
-    } else {
-        kind.name()
-    };
+    let format = kind.loader().name();
     suite
         .data_dir
         .join(format!("{format}-{}x{}", suite.records, suite.value_size))
@@ -161,25 +157,12 @@ fn load_setup(suite: &Suite) -> Setup {
 
 /// Loads the suite's records into `path` unless a previous load finished there.
 fn ensure_loaded(suite: &Suite, kind: EngineKind, path: &Path) -> Result<()> {
-    let marker = path.join(".loaded");
-    if marker.exists() {
-        return Ok(());
-    }
-    if path.exists() {
-        std::fs::remove_dir_all(path)?;
-    }
-    let loader = if kind.uses_leankv_files() {
-        EngineKind::Leankv
-    } else {
-        kind
-    };
-    println!("loading {} records into {}", suite.records, path.display());
-    let engine = engine::open(loader, path, &load_setup(suite))?;
-    let rate = ycsb::load(engine.as_ref(), suite.records, suite.value_size)?;
-    drop(engine);
-    println!("  loaded at {:.0} records/s", rate);
-    std::fs::write(&marker, format!("{}\n", suite.records))?;
-    Ok(())
+    engine::load_once(kind, path, &load_setup(suite), |engine| {
+        println!("loading {} records into {}", suite.records, path.display());
+        let rate = ycsb::load(engine, suite.records, suite.value_size)?;
+        println!("  loaded at {:.0} records/s", rate);
+        Ok(())
+    })
 }
 
 /// Size of the data as leankv stores it: the reference for pool sizes of all engines.

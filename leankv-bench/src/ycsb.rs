@@ -119,17 +119,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Resu
         });
     let elapsed = started.elapsed();
     let io_after = engine.io();
-    let counters = engine
-        .counters()
-        .into_iter()
-        .map(|(name, after)| {
-            let before = counters_before
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(0, |(_, value)| *value);
-            (name, after.saturating_sub(before))
-        })
-        .collect();
+    let counters = crate::engine::counters_since(engine, &counters_before);
     let mut histogram = new_histogram();
     let mut counts = [0u64; Op::ALL.len()];
     for result in results {

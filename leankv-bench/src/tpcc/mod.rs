@@ -166,11 +166,7 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
 
 /// Where engine `kind` keeps its loaded copy of `config`'s warehouses.
 fn data_path(config: &Config, kind: EngineKind) -> PathBuf {
-    let format = if kind.uses_leankv_files() {
-        "leankv"
-    } else {
-        kind.name()
-    };
+    let format = kind.loader().name();
     config
         .data_dir
         .join(format!("tpcc-{format}-{}w", config.warehouses))
@@ -207,24 +203,11 @@ fn load_into(engine: &dyn Engine, config: &Config) -> Result<()> {
 
 /// Loads `config`'s warehouses for `kind` unless a previous load finished; returns the path.
 fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
-    let loader = if kind.uses_leankv_files() {
-        EngineKind::Leankv
-    } else {
-        kind
-    };
-    let path = data_path(config, loader);
-    let marker = path.join(".loaded");
-    if marker.exists() {
-        return Ok(path);
-    }
-    if path.exists() {
-        std::fs::remove_dir_all(&path)?;
-    }
-    println!("loading TPC-C into {}", path.display());
-    let engine = engine::open(loader, &path, &load_setup(config))?;
-    load_into(engine.as_ref(), config)?;
-    drop(engine);
-    std::fs::write(&marker, format!("{}\n", config.warehouses))?;
+    let path = data_path(config, kind);
+    engine::load_once(kind, &path, &load_setup(config), |engine| {
+        println!("loading TPC-C into {}", path.display());
+        load_into(engine, config)
+    })?;
     Ok(path)
 }
 
@@ -442,16 +425,8 @@ fn measure(config: &Config, engine: &dyn Engine, dir: &Path, threads: usize) -> 
         }
         latency.insert(kind.name(), Latency::of(&merged));
     }
-    let counters = engine
-        .counters()
+    let counters = engine::counters_since(engine, &counters_before)
         .into_iter()
-        .map(|(name, after)| {
-            let before = counters_before
-                .iter()
-                .find_map(|&(n, value)| (n == name).then_some(value))
-                .unwrap_or(0);
-            (name, after.saturating_sub(before))
-        })
         .collect();
     Ok(Measured {
         elapsed,
@@ -509,7 +484,9 @@ fn work(
     Ok(tally)
 }
 
-/// Samples throughput, I/O and data size once a second until `stop`.
+/// Samples throughput, I/O and data size once a second until `stop`, then once more for the
+/// run's last partial second (unless it is too short to give a rate), so that even a run of
+/// one second has a sample however the monitor's wake-ups fall.
 fn monitor(
     engine: &dyn Engine,
     dir: &Path,
@@ -520,9 +497,13 @@ fn monitor(
     let mut series = Vec::new();
     let mut last = (Instant::now(), 0, engine.io(), report::process_io_bytes());
     let mut next = started + Duration::from_secs(1);
-    while !stop.load(Ordering::Relaxed) {
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
         let now = Instant::now();
-        if now < next {
+        if stopping && now - last.0 < Duration::from_millis(250) {
+            break;
+        }
+        if !stopping && now < next {
             std::thread::sleep((next - now).min(Duration::from_millis(50)));
             continue;
         }
@@ -546,6 +527,9 @@ fn monitor(
             data_mib: data_size(engine, dir) as f64 / (1 << 20) as f64,
         });
         last = current;
+        if stopping {
+            break;
+        }
     }
     series
 }
