@@ -1034,12 +1034,17 @@ impl<P: Policy> BufferManager<P> {
         }
     }
 
-    /// Writes dirty cooling pages from the old end of the FIFO (the background writer's
+    /// Writes dirty cooling pages from the old half of the FIFO (the background writer's
     /// work). Returns how many were written.
+    ///
+    /// The young half is left alone: a page unswizzled moments ago is the one most likely to
+    /// be touched and dirtied again (a hot page the random choice happened to hit), and
+    /// writing it then is wasted. Eviction takes frames from the old end only, so the old
+    /// half is all the writer has to keep clean.
     pub(crate) fn write_cooling_pages(&self, limit: usize) -> usize {
         let candidates = {
             let stage = self.cooling.lock();
-            stage.oldest_frames(&self.pool, self.cooling_target)
+            stage.oldest_frames(&self.pool, stage.len().div_ceil(2))
         };
         let mut written = 0;
         for frame in candidates {

@@ -185,6 +185,27 @@ fn cooling_page_is_swizzled_again_without_io() {
 }
 
 #[test]
+fn background_writes_leave_the_young_half_of_the_cooling_stage_dirty() {
+    let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 64, 8, false);
+    let frames: Vec<FrameId> = (0..8).map(|i| fixture.child_frame(i).unwrap()).collect();
+    for &frame in &frames {
+        assert!(fixture.bm.frame(frame).is_dirty());
+        assert!(fixture.bm.try_unswizzle(frame, true));
+    }
+    assert_eq!(fixture.bm.write_cooling_pages(64), 4);
+    let dirty: Vec<bool> = frames
+        .iter()
+        .map(|&frame| fixture.bm.frame(frame).is_dirty())
+        .collect();
+    assert_eq!(
+        dirty,
+        [false, false, false, false, true, true, true, true],
+        "the four oldest are written, the four youngest wait"
+    );
+    assert_eq!(fixture.counter(Counter::BackgroundWrites), 4);
+}
+
+#[test]
 fn parents_are_never_unswizzled_before_their_children() {
     let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 3, false);
     // The root has no parent; choosing it must pick a child instead, never the root.
