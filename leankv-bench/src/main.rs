@@ -145,6 +145,9 @@ struct TpccArgs {
     /// Rounds over all runs, interleaved; a summary of median tps follows the table.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// Cooling fraction of leankv-based engines.
+    #[arg(long, default_value_t = 0.1)]
+    cooling: f64,
     /// After each run, verify consistency conditions 1-4 (clause 3.3.2); fail if one breaks.
     #[arg(long)]
     check: bool,
@@ -258,6 +261,7 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         affinity: args.affinity,
         pools: args.pool,
         repeat: args.repeat,
+        cooling_fraction: args.cooling,
         check: args.check,
         direct_io: args.common.direct_io,
         memory_cap: args.memory_cap,

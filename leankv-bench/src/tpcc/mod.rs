@@ -48,6 +48,7 @@ pub struct Config {
     /// Rounds over all runs, interleaved (engine after engine, round after round), so that
     /// drift of a shared machine hits every engine alike; the summary takes medians.
     pub repeat: usize,
+    pub cooling_fraction: f64,
     pub check: bool,
     pub direct_io: bool,
     pub memory_cap: bool,
@@ -259,7 +260,7 @@ fn run_one(
     let scratch = tempdir_in(&config.data_dir)?;
     let setup = Setup {
         pool_bytes,
-        cooling_fraction: 0.1,
+        cooling_fraction: config.cooling_fraction,
         direct_io: config.direct_io,
         // Mapped baselines size their mapping by this: room for the data to grow.
         data_bytes: load_setup(config).data_bytes * 4,
@@ -644,6 +645,7 @@ mod tests {
             affinity: true,
             pools: vec![PoolSize::Bytes(48 << 20)],
             repeat: 1,
+            cooling_fraction: 0.1,
             check: true,
             direct_io: false,
             memory_cap: false,
