@@ -10,6 +10,7 @@
 //! | 32..36 | upper fence: offset u16, length u16 (`NO_FENCE` = plus infinity)     |
 //! | 36..40 | heap start: lowest used heap byte; the heap grows down from the end  |
 //! | 40..44 | garbage: dead heap bytes that compaction would reclaim               |
+//! | 44..46 | head offset: length of a prefix every key of the node has            |
 //! | 48..56 | inner nodes: swip of the upper child (keys > the last key)           |
 //! | 56..   | slots, 8 bytes each: key offset, key length, value length, key head  |
 //!
@@ -17,8 +18,17 @@
 //! nodes the value of slot `i` is the 8-byte swip of the child holding keys in
 //! `(key[i-1], key[i]]`. Every heap allocation of an inner node (keys and fences) is rounded up
 //! to 8 bytes, so the heap start stays 8-aligned and each swip, stored right after its padded
-//! key, can be read and written atomically; space accounting stays exact. The key head is the key's first two bytes, big endian, zero padded: when
-//! heads differ they order the keys, saving a heap access during binary search.
+//! key, can be read and written atomically; space accounting stays exact.
+//!
+//! The key head is the two key bytes after the head offset, big endian, zero padded. The head
+//! offset is the length of a prefix all keys of the node share (the head prefix: the first
+//! key's, or in an empty node the lower fence's, first bytes), so the bytes after it are the
+//! first that can differ, and when two heads differ they order the keys without a heap access
+//! during binary search. Keys that begin with a common field, such as a table or warehouse
+//! number, would otherwise all have one head. A rebuild sets the offset to the prefix the
+//! first and last key share (in sorted order, every key shares it); an empty node takes the
+//! prefix its fences share (every key between them has it); an insert that breaks the prefix
+//! shortens it and recomputes the heads.
 //!
 //! Reading ([`Node`]) never panics and never leaves the page, whatever the bytes say (it may be
 //! reading a page that is being written; the caller validates afterwards). Writing
@@ -34,6 +44,7 @@ const LOWER_FENCE: usize = 28;
 const UPPER_FENCE: usize = 32;
 const HEAP_START: usize = 36;
 const GARBAGE: usize = 40;
+const HEAD_OFFSET: usize = 44;
 /// Offset of the upper child's swip in inner nodes.
 const UPPER_SWIP: usize = 48;
 const SLOTS: usize = 56;
@@ -51,11 +62,47 @@ pub(crate) enum Bound {
     Above,
 }
 
-fn key_head(key: &[u8]) -> u16 {
+/// The two bytes of `key` at `offset`, zero padded.
+fn key_head(key: &[u8], offset: usize) -> u16 {
     u16::from_be_bytes([
-        key.first().copied().unwrap_or(0),
-        key.get(1).copied().unwrap_or(0),
+        key.get(offset).copied().unwrap_or(0),
+        key.get(offset + 1).copied().unwrap_or(0),
     ])
+}
+
+/// Bytewise order of two keys, eight bytes at a step. Keys are short (a dozen bytes is
+/// typical), where a call into the C library's `memcmp` costs more than the comparison.
+#[inline]
+fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
+    let mut a_words = a.chunks_exact(8);
+    let mut b_words = b.chunks_exact(8);
+    for (x, y) in (&mut a_words).zip(&mut b_words) {
+        let x = u64::from_be_bytes(x.try_into().expect("eight bytes"));
+        let y = u64::from_be_bytes(y.try_into().expect("eight bytes"));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    let done = a.len().min(b.len()) / 8 * 8;
+    for (x, y) in a[done..].iter().zip(&b[done..]) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Length of the prefix every key between the fences has: the one they share (none when a
+/// fence is infinite).
+fn fence_prefix_len(lower: Option<&[u8]>, upper: Option<&[u8]>) -> usize {
+    match (lower, upper) {
+        (Some(lower), Some(upper)) => common_prefix_len(lower, upper),
+        _ => 0,
+    }
 }
 
 /// Heap bytes `len` bytes take in a node: exact in leaves, rounded up to 8 in inner nodes.
@@ -134,6 +181,33 @@ impl<'a> Node<'a> {
         self.page.u16(self.slot(index) + 6)
     }
 
+    fn head_offset(&self) -> usize {
+        usize::from(self.page.u16(HEAD_OFFSET))
+    }
+
+    /// The prefix every key of the node starts with (see the module notes); empty if the page
+    /// is torn or corrupt.
+    fn head_prefix(&self) -> &'a [u8] {
+        let offset = self.head_offset();
+        let source = if self.count() > 0 {
+            Some(self.key(0))
+        } else {
+            self.lower_fence()
+        };
+        source
+            .and_then(|bytes| bytes.get(..offset))
+            .unwrap_or_default()
+    }
+
+    /// What the head offset may be at most: the prefix the first and last key share, or in an
+    /// empty node the fences.
+    fn widest_head_offset(&self) -> usize {
+        match self.count() {
+            0 => fence_prefix_len(self.lower_fence(), self.upper_fence()),
+            count => common_prefix_len(self.key(0), self.key(count - 1)),
+        }
+    }
+
     #[inline]
     pub(crate) fn key(&self, index: usize) -> &'a [u8] {
         self.page.bytes(self.key_offset(index), self.key_len(index))
@@ -180,9 +254,10 @@ impl<'a> Node<'a> {
         self.fence(UPPER_FENCE)
     }
 
+    /// Order of entry `index` and `key`, which has the node's head prefix and `head`.
     fn compare(&self, index: usize, key: &[u8], head: u16) -> Ordering {
         match self.head(index).cmp(&head) {
-            Ordering::Equal => self.key(index).cmp(key),
+            Ordering::Equal => compare_keys(self.key(index), key),
             unequal => unequal,
         }
     }
@@ -190,7 +265,14 @@ impl<'a> Node<'a> {
     /// First index whose key is `>= key`, and whether it is equal.
     #[inline]
     pub(crate) fn lower_bound(&self, key: &[u8]) -> (usize, bool) {
-        let head = key_head(key);
+        let prefix = self.head_prefix();
+        if key.len() < prefix.len() || compare_keys(&key[..prefix.len()], prefix).is_ne() {
+            // Heads only order keys with the node's prefix; any other key lies before or
+            // after every entry.
+            let after_all = key > prefix;
+            return (if after_all { self.count() } else { 0 }, false);
+        }
+        let head = key_head(key, self.head_offset());
         let (mut low, mut high) = (0, self.count());
         while low < high {
             let middle = low + (high - low) / 2;
@@ -372,12 +454,17 @@ impl<'a> Node<'a> {
                 return Err("fence key outside the page".into());
             }
         }
+        // Shorter is fine (every key has that prefix too): pages written before head
+        // offsets existed say 0.
+        if self.head_offset() > self.widest_head_offset() {
+            return Err("head offset beyond the prefix the keys share".into());
+        }
         for index in 0..count {
             let end = self.key_offset(index) + self.entry_size(index) - SLOT_SIZE;
             if self.key_offset(index) < heap || end > len {
                 return Err(format!("entry {index} outside the heap"));
             }
-            if self.head(index) != key_head(self.key(index)) {
+            if self.head(index) != key_head(self.key(index), self.head_offset()) {
                 return Err(format!("entry {index} has a wrong key head"));
             }
             if !self.is_leaf()
@@ -435,6 +522,17 @@ impl<'a> NodeMut<'a> {
         self.page.set_u32(HEAP_START, len as u32);
         self.set_fence(LOWER_FENCE, lower);
         self.set_fence(UPPER_FENCE, upper);
+        self.page
+            .set_u16(HEAD_OFFSET, fence_prefix_len(lower, upper) as u16);
+    }
+
+    /// Sets the head offset and recomputes every head (slots only; the heap is untouched).
+    fn set_head_offset(&mut self, offset: usize) {
+        self.page.set_u16(HEAD_OFFSET, offset as u16);
+        for index in 0..self.view().count() {
+            let head = key_head(self.view().key(index), offset);
+            self.page.set_u16(SLOTS + index * SLOT_SIZE + 6, head);
+        }
     }
 
     fn set_fence(&mut self, at: usize, fence: Option<&[u8]>) {
@@ -484,6 +582,12 @@ impl<'a> NodeMut<'a> {
         if view.free_space() < needed {
             self.compact();
         }
+        let view = self.view();
+        if count == 0 {
+            self.set_head_offset(view.widest_head_offset());
+        } else if !key.starts_with(view.head_prefix()) {
+            self.set_head_offset(common_prefix_len(view.head_prefix(), key));
+        }
         let key_space = heap_len(leaf, key.len());
         let offset = self.heap_alloc(key_space + value.len());
         self.page.set_bytes(offset, key);
@@ -494,7 +598,8 @@ impl<'a> NodeMut<'a> {
         self.page.set_u16(slot, offset as u16);
         self.page.set_u16(slot + 2, key.len() as u16);
         self.page.set_u16(slot + 4, value.len() as u16);
-        self.page.set_u16(slot + 6, key_head(key));
+        let head = key_head(key, self.view().head_offset());
+        self.page.set_u16(slot + 6, head);
         self.page.set_u16(COUNT, (count + 1) as u16);
     }
 
@@ -510,6 +615,11 @@ impl<'a> NodeMut<'a> {
             .copy_within(slot + SLOT_SIZE, slot, (count - index - 1) * SLOT_SIZE);
         self.page.set_u16(COUNT, (count - 1) as u16);
         self.page.set_u32(GARBAGE, garbage as u32);
+        if count == 1 {
+            // The head prefix now comes from the lower fence.
+            let offset = self.view().widest_head_offset();
+            self.set_head_offset(offset);
+        }
     }
 
     /// Overwrites the value of leaf entry `index` with one of the same length.
@@ -523,18 +633,14 @@ impl<'a> NodeMut<'a> {
     /// Rewrites the heap without garbage.
     pub(crate) fn compact(&mut self) {
         let view = self.view();
-        let level = view.level();
-        let lower = view.lower_fence().map(<[u8]>::to_vec);
-        let upper = view.upper_fence().map(<[u8]>::to_vec);
-        let upper_child = view.page.u64(UPPER_SWIP);
-        let count = view.count();
-        let mut scratch = vec![0u8; view.page.len()];
-        let mut fresh = NodeMut::new(PageMut::from_slice(&mut scratch));
-        fresh.init(level, lower.as_deref(), upper.as_deref());
-        fresh.set_upper_child(upper_child);
-        for (index, (key, value)) in view.entries(0..count).enumerate() {
-            fresh.insert_at(index, key, value);
-        }
+        let scratch = Self::build(
+            view.page.len(),
+            view.level(),
+            view.lower_fence(),
+            view.upper_fence(),
+            view.page.u64(UPPER_SWIP),
+            view.entries(0..view.count()),
+        );
         self.page.set_bytes(COUNT, &scratch[COUNT..]);
     }
 
@@ -548,15 +654,38 @@ impl<'a> NodeMut<'a> {
         upper_child: u64,
         entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
     ) {
-        let mut scratch = vec![0u8; self.page.view().len()];
+        let scratch = Self::build(
+            self.page.view().len(),
+            level,
+            lower,
+            upper,
+            upper_child,
+            entries,
+        );
+        self.page.set_u8(4, scratch[4]);
+        self.page.set_bytes(COUNT, &scratch[COUNT..]);
+    }
+
+    /// A page image of `len` bytes holding a node with these contents, its head offset as
+    /// wide as the keys allow.
+    fn build<'k>(
+        len: usize,
+        level: u16,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        upper_child: u64,
+        entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+    ) -> Vec<u8> {
+        let mut scratch = vec![0u8; len];
         let mut fresh = NodeMut::new(PageMut::from_slice(&mut scratch));
         fresh.init(level, lower, upper);
         fresh.set_upper_child(upper_child);
         for (index, (key, value)) in entries.enumerate() {
             fresh.insert_at(index, key, value);
         }
-        self.page.set_u8(4, scratch[4]);
-        self.page.set_bytes(COUNT, &scratch[COUNT..]);
+        let offset = fresh.view().widest_head_offset();
+        fresh.set_head_offset(offset);
+        scratch
     }
 }
 
@@ -706,16 +835,56 @@ mod tests {
     }
 
     proptest! {
-        /// The node behaves like a sorted map for any sequence of inserts and removes that fit.
         #[test]
-        fn node_matches_btreemap(ops in proptest::collection::vec(
-            (any::<bool>(), proptest::collection::vec(0u8..4, 0..6), proptest::collection::vec(any::<u8>(), 0..40)),
-            1..200,
-        )) {
+        fn key_comparison_is_bytewise(
+            a in proptest::collection::vec(0u8..3, 0..20),
+            b in proptest::collection::vec(0u8..3, 0..20),
+        ) {
+            prop_assert_eq!(compare_keys(&a, &b), a.cmp(&b));
+            prop_assert_eq!(compare_keys(&a, &a), Ordering::Equal);
+        }
+
+        /// The node behaves like a sorted map for any sequence of inserts, removes and
+        /// compactions, and searches for any key (with or without the prefix all keys share,
+        /// which the heads skip) land where the map says.
+        #[test]
+        fn node_matches_btreemap(
+            prefix in proptest::collection::vec(any::<u8>(), 0..5),
+            fenced in any::<bool>(),
+            ops in proptest::collection::vec(
+                (0u8..10, proptest::collection::vec(0u8..4, 0..6), proptest::collection::vec(any::<u8>(), 0..40)),
+                1..200,
+            ),
+            probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..7), 0..20),
+            written_before_head_offsets in any::<bool>(),
+        ) {
             let mut page = vec![0u8; 4096];
-            let mut node = leaf(&mut page);
+            let mut node = NodeMut::new(PageMut::from_slice(&mut page));
+            // Fences `prefix` and `prefix ff ff`: every key `prefix k` with `k` non-empty and
+            // below `ff` lies between them. Unfenced, the keys still share the prefix.
+            let upper = [&prefix[..], &[0xff, 0xff]].concat();
+            let fenced = fenced && !prefix.is_empty();
+            if fenced {
+                node.init(0, Some(&prefix), Some(&upper));
+            } else {
+                node.init(0, None, None);
+            }
+            prop_assert_eq!(node.view().head_offset(), if fenced { prefix.len() } else { 0 });
+            if written_before_head_offsets {
+                node.page.set_u16(HEAD_OFFSET, 0);
+            }
             let mut model = BTreeMap::new();
-            for (insert, key, value) in ops {
+            for (op, suffix, value) in ops {
+                if op == 0 {
+                    node.compact();
+                    node.view().check().map_err(TestCaseError::fail)?;
+                    continue;
+                }
+                let insert = op < 6;
+                if fenced && suffix.is_empty() {
+                    continue; // the lower fence itself is not in the node's range
+                }
+                let key = [&prefix[..], &suffix].concat();
                 let (index, found) = node.view().lower_bound(&key);
                 if insert {
                     if found {
@@ -736,6 +905,11 @@ mod tests {
             let view = node.view();
             let entries: Vec<(Vec<u8>, Vec<u8>)> =
                 view.entries(0..view.count()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+            for probe in probes.iter().flat_map(|p| [p.clone(), [&prefix[..], p].concat()]) {
+                let below = model.range(..probe.clone()).count();
+                let expected = (below, model.contains_key(&probe));
+                prop_assert_eq!(view.lower_bound(&probe), expected, "probe {:?}", probe);
+            }
             let expected: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
             prop_assert_eq!(entries, expected);
         }
