@@ -384,10 +384,9 @@ impl<P: Policy> BufferManager<P> {
         let bytes = unsafe { self.pool.page_bytes_unpublished(frame) };
         bytes.fill(0);
         page_format::init_header(bytes, page_type, page_id);
-        let guard = header
-            .latch
-            .try_lock_exclusive()
-            .expect("a free frame is latched by no one");
+        // Not `try_lock`: random cooling and the background writer latch frames by number
+        // and may briefly hold a free one while they see it is not theirs to touch.
+        let guard = header.latch.lock_exclusive();
         header.set_page_id(&guard, page_id);
         header.set_parent(parent);
         header.set_dirty(true);

@@ -5,7 +5,7 @@
 use super::*;
 use crate::io::{FaultKind, FaultyStorage, MemoryStorage};
 use policy::Lean;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Barrier;
 use std::time::Duration;
 
@@ -267,6 +267,37 @@ fn concurrent_faults_on_one_page_cause_one_read() {
     }
     assert_eq!(fixture.counter(Counter::PageReads), 1);
     assert!(fixture.counter(Counter::ReadWaits) >= 1);
+}
+
+#[test]
+fn a_free_frame_probed_by_random_cooling_is_allocated_once_the_probe_lets_go() {
+    let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 1, false);
+    let bm = fixture.bm.clone();
+    // Random cooling holds a shared latch on whatever frame it drew, free ones too, until it
+    // sees the state; hold one on every frame an allocation could take next.
+    let (probing, wait_probing) = std::sync::mpsc::channel();
+    let released = Arc::new(AtomicBool::new(false));
+    let prober = {
+        let (bm, released) = (bm.clone(), released.clone());
+        std::thread::spawn(move || {
+            let unused = bm.fresh.load(Ordering::Acquire)..bm.frame_count();
+            let probes: Vec<_> = unused
+                .map(|frame| bm.frame(frame).latch.lock_shared())
+                .collect();
+            probing.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            released.store(true, Ordering::Release);
+            drop(probes);
+        })
+    };
+    wait_probing.recv().unwrap();
+    fixture.add_child(1).unwrap();
+    assert!(
+        released.load(Ordering::Acquire),
+        "allocated a frame someone held"
+    );
+    prober.join().unwrap();
+    assert_eq!(fixture.access(1, false).unwrap(), 0);
 }
 
 #[test]
