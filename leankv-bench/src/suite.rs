@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The memory budget of a run.
@@ -381,6 +381,24 @@ pub fn tempdir_in(parent: &Path) -> Result<PathBuf> {
     ));
     std::fs::create_dir_all(&path)?;
     Ok(path)
+}
+
+/// Runs one worker's `body`; if it fails or panics, raises `stop` so that the other workers
+/// and the monitor end too (a panicked worker would otherwise leave them running, and a
+/// monitor that runs until `stop` would keep the scope open forever).
+pub fn stop_all_on_failure<T>(stop: &AtomicBool, body: impl FnOnce() -> Result<T>) -> Result<T> {
+    struct RaiseOnDrop<'a>(&'a AtomicBool, bool);
+    impl Drop for RaiseOnDrop<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    let mut raise = RaiseOnDrop(stop, true);
+    let result = body();
+    raise.1 = result.is_err();
+    result
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use crate::engine::{scan_count, Engine, IoCounters, Table};
 use crate::report::Latency;
+use crate::suite::stop_all_on_failure;
 use crate::workload::{fill_value, key, Distribution, Mix, Op, Sampler};
 use anyhow::{bail, Result};
 use hdrhistogram::Histogram;
@@ -96,19 +97,10 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Resu
                 .map(|thread| {
                     let (sampler, stop) = (&sampler, &stop);
                     scope.spawn(move || {
-                        let outcome = worker(
-                            engine,
-                            spec,
-                            sampler,
-                            next_insert,
-                            thread as u64,
-                            deadline,
-                            stop,
-                        );
-                        if outcome.is_err() {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                        outcome
+                        stop_all_on_failure(stop, || {
+                            let thread = thread as u64;
+                            worker(engine, spec, sampler, next_insert, thread, deadline, stop)
+                        })
                     })
                 })
                 .collect();

@@ -17,7 +17,7 @@ pub mod txn;
 use crate::cgroup::MemoryCap;
 use crate::engine::{self, Engine, EngineKind, Setup};
 use crate::report::{self, Latency, Machine, Table};
-use crate::suite::{tempdir_in, unix_time, PoolSize};
+use crate::suite::{stop_all_on_failure, tempdir_in, unix_time, PoolSize};
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use random::{NurandConstants, TpccRandom};
@@ -30,9 +30,6 @@ use txn::{Kind, Outcome, Worker};
 
 /// Seed of the loader and of the NURand constants (loads are reproducible).
 const SEED: u64 = 0x7C_C0DE;
-/// Threads that load warehouses in parallel.
-const LOAD_THREADS: usize = 2;
-
 /// What a `tpcc` invocation runs: every engine × pool × thread count.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -192,7 +189,9 @@ fn load_setup(config: &Config) -> Setup {
 
 fn load_into(engine: &dyn Engine, config: &Config) -> Result<()> {
     let started = Instant::now();
-    let rows = load::load(engine, config.warehouses, LOAD_THREADS, constants(), SEED)?;
+    // One loader per core (warehouses are independent); the data does not depend on the count.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rows = load::load(engine, config.warehouses, threads, constants(), SEED)?;
     engine.flush()?;
     println!(
         "  loaded {} warehouses ({rows} rows) in {:.1} s",
@@ -390,14 +389,13 @@ fn measure(config: &Config, engine: &dyn Engine, dir: &Path, threads: usize) -> 
             .map(|worker| {
                 let (done, stop) = (&done, &stop);
                 scope.spawn(move || {
-                    let random = TpccRandom::new(SEED ^ (worker as u64 + 1) << 40, run_constants);
-                    let result = work(
-                        config, engine, random, worker, threads, deadline, done, stop,
-                    );
-                    if result.is_err() {
-                        stop.store(true, Ordering::Relaxed);
-                    }
-                    result
+                    stop_all_on_failure(stop, || {
+                        let seed = SEED ^ (worker as u64 + 1) << 40;
+                        let random = TpccRandom::new(seed, run_constants);
+                        work(
+                            config, engine, random, worker, threads, deadline, done, stop,
+                        )
+                    })
                 })
             })
             .collect();

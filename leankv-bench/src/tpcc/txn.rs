@@ -10,6 +10,9 @@
 //!   effect if one is missing. The order id is only taken after that check.
 //! * Delivery claims a new order by deleting it; a delete that finds nothing means another
 //!   worker delivered that order, and the next oldest is tried.
+//! * New-Order writes an order in the order it is found: its lines first, then the order row,
+//!   then the new-order and by-customer entries that lead Delivery and Order-Status to it. A
+//!   worker in another's district (without affinity) never meets an order without its lines.
 //!
 //! With warehouse affinity (or one worker) each district is changed by one worker only, and
 //! the consistency conditions hold after the run (see `check`).
@@ -215,9 +218,6 @@ impl<'a> Worker<'a> {
             line_count: line_count as u8,
             all_local: lines.iter().all(|&(_, supply, _)| supply == w),
         };
-        engine.put(ORDER, &order_key(w, d, o), &order.encode())?;
-        engine.put(ORDER_BY_CUSTOMER, &order_by_customer_key(w, d, c, o), &[])?;
-        engine.put(NEW_ORDER, &order_key(w, d, o), &[])?;
         let mut total = 0;
         for (number, (&(item, supply, quantity), price)) in (1..).zip(lines.iter().zip(prices)) {
             let dist_info = update(
@@ -250,6 +250,10 @@ impl<'a> Worker<'a> {
             };
             engine.put(ORDER_LINE, &order_line_key(w, d, o, number), &line.encode())?;
         }
+        // Published after its lines, the entries that lead other transactions to it last.
+        engine.put(ORDER, &order_key(w, d, o), &order.encode())?;
+        engine.put(NEW_ORDER, &order_key(w, d, o), &[])?;
+        engine.put(ORDER_BY_CUSTOMER, &order_by_customer_key(w, d, c, o), &[])?;
         // The total the terminal would show (clause 2.4.2.2), in 1/10,000 of a cent.
         let rates = i64::from(10_000 - customer.discount)
             * i64::from(10_000 + warehouse.tax + district_tax);
