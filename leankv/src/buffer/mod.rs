@@ -95,6 +95,8 @@ pub(crate) struct BufferManager<P: Policy> {
     storage: Arc<dyn Storage>,
     epochs: Arc<Epochs>,
     cooling: Mutex<CoolingStage>,
+    /// Held by the one thread that refills the cooling stage (see `evict_batch`).
+    cooling_refill: Mutex<()>,
     free_frames: Mutex<Vec<FrameId>>,
     /// Frames `fresh..frames` have never been used (and cost no memory yet).
     fresh: AtomicU32,
@@ -152,6 +154,7 @@ impl<P: Policy> BufferManager<P> {
             storage,
             epochs: Epochs::new(),
             cooling: Mutex::new(CoolingStage::default()),
+            cooling_refill: Mutex::new(()),
             free_frames: Mutex::new(Vec::new()),
             fresh: AtomicU32::new(0),
             page_ids: Mutex::new(PageIds::new(page_count, free_pages)),
@@ -748,9 +751,14 @@ impl<P: Policy> BufferManager<P> {
             self.free_frames.lock().extend(reclaimed);
             return Ok(());
         }
-        let cooling = self.cooling.lock().len();
-        if cooling < self.cooling_target {
-            self.cool_pages(self.cooling_target - cooling);
+        // One refiller at a time, a few batches per call: evictors that each cooled the whole
+        // deficit they saw would together cool many times the target (16 threads unswizzled
+        // most of the pool the moment TPC-C first filled it, and tps fell to 0 for seconds).
+        if let Some(_refilling) = self.cooling_refill.try_lock() {
+            let cooling = self.cooling.lock().len();
+            if cooling < self.cooling_target {
+                self.cool_pages((self.cooling_target - cooling).min(self.eviction_batch * 4));
+            }
         }
         let mut freed = Vec::with_capacity(self.eviction_batch);
         let mut dirty = Vec::new();

@@ -301,6 +301,39 @@ fn a_free_frame_probed_by_random_cooling_is_allocated_once_the_probe_lets_go() {
 }
 
 #[test]
+fn concurrent_evictors_fill_the_cooling_stage_no_further_than_its_target() {
+    let frames = 256;
+    let fixture = Fixture::new(
+        Arc::new(MemoryStorage::new()),
+        frames,
+        u64::from(frames) - 1,
+        false,
+    );
+    let bm = &fixture.bm;
+    assert_eq!(bm.fresh.load(Ordering::Acquire), frames, "the pool is full");
+    let threads = 8;
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                barrier.wait();
+                bm.evict_batch().unwrap();
+            });
+        }
+    });
+    assert!(
+        fixture.counter(Counter::Unswizzles) > 0,
+        "eviction cooled nothing"
+    );
+    let cooling = bm.cooling.lock().len();
+    assert!(
+        cooling <= bm.cooling_target,
+        "{threads} evictors left {cooling} pages cooling for a target of {}",
+        bm.cooling_target
+    );
+}
+
+#[test]
 fn frame_is_not_reused_while_a_reader_is_inside_its_epoch() {
     let fixture = Fixture::new(Arc::new(MemoryStorage::new()), 32, 2, false);
     let frame = fixture.child_frame(0).unwrap();
