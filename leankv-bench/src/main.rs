@@ -372,7 +372,8 @@ mod plot_cmd {
         #[arg(long)]
         label: Option<String>,
         /// `engines` (bars), `zipf` (throughput vs θ), `cooling` (throughput vs cooling %),
-        /// `tpcc` (tps over time) or `scan` (scan speeds over time).
+        /// `tpcc` (tps over time), `tpcc-threads` (tps over thread count) or `scan` (scan
+        /// speeds over time).
         #[arg(long, default_value = "engines")]
         kind: String,
         /// Output SVG file.
@@ -436,8 +437,11 @@ mod plot_cmd {
                 )?
             }
             "tpcc" => plot::tpcc_series(&records, title, &args.out)?,
+            "tpcc-threads" => plot::threads(&records, title, "tps", &args.out)?,
             "scan" => plot::scan_series(&records, title, &args.out)?,
-            other => bail!("unknown plot kind {other:?} (engines, zipf, cooling, tpcc, scan)"),
+            other => bail!(
+                "unknown plot kind {other:?} (engines, zipf, cooling, tpcc, tpcc-threads, scan)"
+            ),
         }
         println!(
             "plotted {} records into {}",

@@ -5,6 +5,7 @@
 //! * [`lines`]: throughput over a swept parameter (Zipf θ as in Fig. 10, cooling percentage
 //!   as in Fig. 11), one line per engine and thread count, with the page-read rate of each
 //!   line dashed on a second axis.
+//! * [`threads`]: throughput over the thread count, one line per engine (scalability).
 //! * [`time_series`]: per-second values of runs (TPC-C throughput with its write rate, Fig.
 //!   9; scan speeds with the read rate, Fig. 12), a second quantity dashed on a second axis.
 
@@ -30,6 +31,8 @@ struct Axes<'a> {
     log_y: bool,
     /// Main axis labels in thousands (large values).
     y_thousands: bool,
+    /// Where the legend goes (where the lines are not).
+    legend: SeriesLabelPosition,
 }
 
 fn series_color(index: usize) -> RGBColor {
@@ -165,8 +168,54 @@ pub fn lines(
         secondary: "page reads per second (dashed)",
         log_y: true,
         y_thousands: true,
+        legend: SeriesLabelPosition::UpperRight,
     };
     draw_lines(&groups, title, &axes, path)
+}
+
+/// Throughput over the thread count, one line per engine, log scale (see [`thread_medians`]).
+pub fn threads(records: &[Value], title: &str, field: &str, path: &Path) -> Result<()> {
+    let groups = thread_medians(records, field);
+    if groups.is_empty() {
+        return Err(anyhow!("no records to plot"));
+    }
+    let axes = Axes {
+        x: "worker threads",
+        y: "throughput per second (median of rounds, log scale)",
+        secondary: "",
+        log_y: true,
+        y_thousands: true,
+        legend: SeriesLabelPosition::UpperLeft,
+    };
+    draw_lines(&groups, title, &axes, path)
+}
+
+/// Per engine (in order of appearance), the median of `field` over the records of each
+/// thread count, by ascending thread count.
+fn thread_medians(records: &[Value], field: &str) -> Vec<(String, Vec<Point>)> {
+    let mut samples: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for record in records {
+        let engine = text(record, "engine");
+        let sample = (number(record, "threads"), number(record, field));
+        match samples.iter_mut().find(|(name, _)| *name == engine) {
+            Some((_, values)) => values.push(sample),
+            None => samples.push((engine, vec![sample])),
+        }
+    }
+    samples
+        .into_iter()
+        .map(|(engine, mut values)| {
+            values.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            let points = values
+                .chunk_by(|a, b| a.0 == b.0)
+                .map(|same| {
+                    let middle = (same[(same.len() - 1) / 2].1 + same[same.len() / 2].1) / 2.0;
+                    (same[0].0, middle, 0.0)
+                })
+                .collect();
+            (engine, points)
+        })
+        .collect()
 }
 
 /// The points of `record`'s per-second `series`: (second, `main`, `secondary`) per sample.
@@ -211,6 +260,7 @@ pub fn time_series(
         secondary: secondary_desc,
         log_y: false,
         y_thousands: top >= 10_000.0,
+        legend: SeriesLabelPosition::UpperRight,
     };
     draw_lines(lines, title, &axes, path)
 }
@@ -343,12 +393,17 @@ where
         .map_err(plot_error)?;
     // Read rates are thousands per second, write rates a few MiB per second.
     let secondary: &dyn Fn(&f64) -> String = if axes.log_y { &thousands } else { &plain };
-    chart
-        .configure_secondary_axes()
-        .y_desc(axes.secondary)
-        .y_label_formatter(&secondary)
-        .draw()
-        .map_err(plot_error)?;
+    if groups
+        .iter()
+        .any(|(_, points)| points.iter().any(|p| p.2 > 0.0))
+    {
+        chart
+            .configure_secondary_axes()
+            .y_desc(axes.secondary)
+            .y_label_formatter(&secondary)
+            .draw()
+            .map_err(plot_error)?;
+    }
     for (index, (name, points)) in groups.iter().enumerate() {
         let color = series_color(index);
         chart
@@ -381,7 +436,7 @@ where
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
+        .position(axes.legend.clone())
         .draw()
         .map_err(plot_error)?;
     Ok(())
@@ -412,6 +467,36 @@ mod tests {
             "{svg}"
         );
         assert!(engines(&[], "empty", |r| text(r, "engine"), &bars).is_err());
+    }
+
+    #[test]
+    fn thread_lines_take_the_median_of_each_thread_count() {
+        let run = |engine: &str, threads: u32, tps: f64| json!({"engine": engine, "threads": threads, "tps": tps});
+        let records = vec![
+            run("leankv", 16, 260000.0),
+            run("leankv", 1, 20000.0),
+            run("traditional", 16, 6000.0),
+            run("leankv", 16, 280000.0),
+            run("leankv", 1, 17000.0),
+            run("leankv", 16, 250000.0),
+        ];
+        let groups = thread_medians(&records, "tps");
+        assert_eq!(
+            groups,
+            vec![
+                (
+                    "leankv".to_string(),
+                    vec![(1.0, 18500.0, 0.0), (16.0, 260000.0, 0.0)]
+                ),
+                ("traditional".to_string(), vec![(16.0, 6000.0, 0.0)]),
+            ]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("threads.svg");
+        threads(&records, "scaling", "tps", &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("traditional") && svg.contains("worker threads"));
+        assert!(threads(&[], "empty", "tps", &path).is_err());
     }
 
     #[test]
