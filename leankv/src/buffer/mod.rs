@@ -383,7 +383,8 @@ impl<P: Policy> BufferManager<P> {
         let page_id = self.page_ids.lock().allocate();
         let header = self.frame(frame);
         // SAFETY: the frame came from the free list or this thread's retired cache and is
-        // reachable from nowhere until the caller links it into a parent.
+        // reachable from nowhere until the caller links it into a parent. Threads that probe
+        // frames by number (random cooling, the writer) read only its state, which is `Free`.
         let bytes = unsafe { self.pool.page_bytes_unpublished(frame) };
         bytes.fill(0);
         page_format::init_header(bytes, page_type, page_id);
@@ -752,8 +753,8 @@ impl<P: Policy> BufferManager<P> {
             return Ok(());
         }
         // One refiller at a time, a few batches per call: evictors that each cooled the whole
-        // deficit they saw would together cool many times the target (16 threads unswizzled
-        // most of the pool the moment TPC-C first filled it, and tps fell to 0 for seconds).
+        // deficit they saw could together cool up to one target per thread (16 threads: more
+        // than the pool) when the pool first fills; TPC-C on 16 cores then fell to 0 tps.
         if let Some(_refilling) = self.cooling_refill.try_lock() {
             let cooling = self.cooling.lock().len();
             if cooling < self.cooling_target {
