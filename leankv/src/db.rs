@@ -13,10 +13,11 @@
 use crate::btree::check::{Checker, IntegrityReport};
 use crate::btree::{self, BTree};
 use crate::buffer::policy::{Lean, Policy};
-use crate::buffer::{BufferConfig, BufferManager, Counter, FRAME_HEADER_AREA};
+use crate::buffer::{BufferManager, Counter};
 use crate::error::{Error, Result};
 use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
 use crate::io::{AlignedBuf, FileStorage, IoMode, Storage};
+use crate::options::Options;
 use crate::tree::Tree;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -24,155 +25,10 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Default page size: 16 KiB, as in the LeanStore paper. Large enough for keys of 1 KiB and
-/// values of 4 KiB with room for several per leaf, small enough that a random read of one
-/// page costs little more than the device's minimum I/O.
-pub const DEFAULT_PAGE_SIZE: usize = 16 * 1024;
-/// Longest key with the default page size (page size / 16).
-pub const MAX_KEY_SIZE: usize = DEFAULT_PAGE_SIZE / 16;
-/// Longest value with the default page size (page size / 4).
-pub const MAX_VALUE_SIZE: usize = DEFAULT_PAGE_SIZE / 4;
-/// Leaves a scan reads ahead at most, by default (512 KiB with 16 KiB pages).
-pub const DEFAULT_SCAN_PREFETCH: usize = 32;
-/// Smallest pool, in frames, that can hold a root-to-leaf path for a few threads, the tree
-/// roots and a cooling stage.
-pub const MIN_POOL_FRAMES: usize = 24;
-
 const PAGE_FILE: &str = "leankv.pages";
 const LOCK_FILE: &str = "LOCK";
 /// The frames of the `Mmap` baseline policy, mapped from this file.
 const POOL_FILE: &str = "pool.mmap";
-
-pub(crate) fn valid_page_size(page_size: usize) -> bool {
-    page_size.is_power_of_two() && (4096..=65536).contains(&page_size)
-}
-
-/// How to open a database. Build with [`Options::default`] and the setters.
-///
-/// Each pool frame takes one page plus a 512-byte header.
-///
-/// ```
-/// let options = leankv::Options::default()
-///     .pool_size(64 << 20)
-///     .cooling_fraction(0.1);
-/// assert_eq!(options.frames(), (64 << 20) / (16384 + 512));
-/// ```
-#[derive(Debug, Clone)]
-pub struct Options {
-    pool_size: usize,
-    page_size: usize,
-    cooling_fraction: f64,
-    direct_io: bool,
-    prefault: bool,
-    background_writer: bool,
-    scan_prefetch: usize,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            pool_size: 1 << 30,
-            page_size: DEFAULT_PAGE_SIZE,
-            cooling_fraction: 0.1,
-            direct_io: true,
-            prefault: false,
-            background_writer: true,
-            scan_prefetch: DEFAULT_SCAN_PREFETCH,
-        }
-    }
-}
-
-impl Options {
-    /// Memory for the buffer pool in bytes (default 1 GiB). This is the engine's memory budget:
-    /// pages beyond it live on disk. Memory is only used as pages are loaded, unless
-    /// [`prefault`](Self::prefault) is set.
-    pub fn pool_size(mut self, bytes: usize) -> Self {
-        self.pool_size = bytes;
-        self
-    }
-
-    /// Page size for a *new* database: a power of two from 4 KiB to 64 KiB (default 16 KiB).
-    /// An existing database keeps the page size it was created with. Key and value limits
-    /// scale with it (page size / 16 and / 4).
-    pub fn page_size(mut self, bytes: usize) -> Self {
-        self.page_size = bytes;
-        self
-    }
-
-    /// Fraction of the pool kept in the cooling stage once it is full (default 0.1; the paper
-    /// finds 5–20% all good). Must lie in (0, 0.5].
-    pub fn cooling_fraction(mut self, fraction: f64) -> Self {
-        self.cooling_fraction = fraction;
-        self
-    }
-
-    /// Bypass the OS page cache with `O_DIRECT` where the file system supports it (default
-    /// on); `Stats::io_mode` tells what is in use.
-    pub fn direct_io(mut self, on: bool) -> Self {
-        self.direct_io = on;
-        self
-    }
-
-    /// Touch the whole pool at open, so no page fault of the OS happens later (default off).
-    pub fn prefault(mut self, on: bool) -> Self {
-        self.prefault = on;
-        self
-    }
-
-    /// Run a background thread that writes dirty pages ahead of eviction (default on).
-    pub fn background_writer(mut self, on: bool) -> Self {
-        self.background_writer = on;
-        self
-    }
-
-    /// Most leaves a range scan reads ahead once it runs through pages that are not in memory
-    /// (default 32; 0 turns read-ahead off). A scan starts with 2 and doubles the distance
-    /// with every leaf it crosses, so short scans do not read pages they never use.
-    pub fn scan_prefetch(mut self, leaves: usize) -> Self {
-        self.scan_prefetch = leaves;
-        self
-    }
-
-    /// Frames the pool will have with the configured page size.
-    pub fn frames(&self) -> usize {
-        self.pool_size / (FRAME_HEADER_AREA + self.page_size)
-    }
-
-    fn validate(&self, page_size: usize) -> Result<BufferConfig> {
-        if !valid_page_size(self.page_size) {
-            return Err(Error::InvalidOptions(format!(
-                "page size {} is not a power of two between 4096 and 65536",
-                self.page_size
-            )));
-        }
-        if !(self.cooling_fraction > 0.0 && self.cooling_fraction <= 0.5) {
-            return Err(Error::InvalidOptions(format!(
-                "cooling fraction {} is not in (0, 0.5]",
-                self.cooling_fraction
-            )));
-        }
-        let frames = self.pool_size / (FRAME_HEADER_AREA + page_size);
-        if frames < MIN_POOL_FRAMES {
-            return Err(Error::InvalidOptions(format!(
-                "pool of {} bytes holds {frames} frames of {page_size}-byte pages; at least \
-                 {MIN_POOL_FRAMES} are needed for root-to-leaf paths and the cooling stage",
-                self.pool_size
-            )));
-        }
-        let frames = u32::try_from(frames).map_err(|_| {
-            Error::InvalidOptions(format!("pool of {} bytes is too large", self.pool_size))
-        })?;
-        Ok(BufferConfig {
-            page_size,
-            frames,
-            cooling_fraction: self.cooling_fraction,
-            prefault: self.prefault,
-            background_writer: self.background_writer,
-            pool_file: None,
-            prefetch_depth: self.scan_prefetch,
-        })
-    }
-}
 
 /// Counters and facts about a running database, from [`Db::stats`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,13 +164,13 @@ impl<P: Policy> Db<P> {
                 P::NAME
             )));
         }
-        let iterators = btree::child_iterators();
+        let kinds = btree::page_kinds();
         let (bm, catalog) = if is_new {
             let mut config = options.validate(options.page_size)?;
             if P::POOL_IN_FILE {
                 config.pool_file = Some(dir.join(POOL_FILE));
             }
-            let bm = BufferManager::new(storage, &config, &iterators, 1, Vec::new())?;
+            let bm = BufferManager::new(storage, &config, &kinds, 1, Vec::new())?;
             let catalog = BTree::create(&bm)?;
             (bm, catalog)
         } else {
@@ -323,6 +179,7 @@ impl<P: Policy> Db<P> {
             let length = storage
                 .len()
                 .map_err(|e| Error::io("reading the page file size", e))?;
+            // The superblock's check bounds the product.
             if length < superblock.page_count * page_size as u64 {
                 return Err(Error::corruption(
                     0,
@@ -340,7 +197,7 @@ impl<P: Policy> Db<P> {
                 superblock.free_list_len,
                 superblock.page_count,
             )?;
-            let bm = BufferManager::new(storage, &config, &iterators, superblock.page_count, free)?;
+            let bm = BufferManager::new(storage, &config, &kinds, superblock.page_count, free)?;
             let catalog = BTree::open(&bm, superblock.catalog_root)?;
             (bm, catalog)
         };
@@ -351,8 +208,8 @@ impl<P: Policy> Db<P> {
             catalog: Arc::new(catalog),
             trees: Mutex::new(HashMap::new()),
             lock: Mutex::new(Some(lock)),
-            max_key_size: page_size / 16,
-            max_value_size: page_size / 4,
+            max_key_size: btree::node::max_key_size(page_size),
+            max_value_size: btree::node::max_value_size(page_size),
         });
         if is_new {
             shared.flush()?;

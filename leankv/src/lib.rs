@@ -35,15 +35,17 @@ mod buffer;
 mod db;
 mod error;
 pub mod io;
+mod options;
 mod sync;
 mod tree;
 
 pub use btree::check::IntegrityReport;
 pub use buffer::policy;
-pub use db::{
-    Db, Options, Stats, DEFAULT_PAGE_SIZE, DEFAULT_SCAN_PREFETCH, MAX_KEY_SIZE, MAX_VALUE_SIZE,
-    MIN_POOL_FRAMES,
-};
+pub use db::{Db, Stats};
 pub use error::{Error, Result};
 pub use io::IoMode;
+pub use options::{
+    Options, DEFAULT_PAGE_SIZE, DEFAULT_SCAN_PREFETCH, MAX_KEY_SIZE, MAX_VALUE_SIZE,
+    MIN_POOL_FRAMES,
+};
 pub use tree::{Range, Tree};

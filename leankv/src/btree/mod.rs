@@ -19,13 +19,17 @@
 
 pub(crate) mod check;
 pub(crate) mod node;
+mod split;
 
 use crate::buffer::policy::Policy;
-use crate::buffer::{BufferManager, FrameId, FrameState, Swip, SwipTarget};
-use crate::error::Result;
+use crate::buffer::{
+    BufferManager, ChildCheck, FrameId, FrameState, PageCheck, PageKind, Swip, SwipTarget,
+};
+use crate::error::{Error, Result};
 use crate::io::page::PageType;
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use node::{entry_size, Bound, Node, NodeMut};
+use split::{Incoming, Separator, SplitPlan};
 use std::sync::Arc;
 
 /// Deepest tree a descent follows (a corrupt level field cannot loop forever).
@@ -70,11 +74,11 @@ struct ParentAndChild<'a> {
     child_guard: ExclusiveGuard<'a>,
 }
 
-/// What a leaf write step asks its caller to do next.
-enum WriteStep<T> {
-    Done(T),
-    /// The leaf in this frame needs a split to make room for an entry of this size.
-    Split(FrameId, usize),
+/// What removing a key from its leaf asks the caller to do next.
+enum Removal {
+    Done(bool),
+    /// The key was removed and the leaf in this frame has become underfull: merge it.
+    Merge(FrameId),
 }
 
 /// Leaves at most this full (in bytes used) after a removal are merged with a sibling.
@@ -99,7 +103,7 @@ impl<P: Policy> BTree<P> {
 
     /// Opens the tree whose root is page `root_page_id`.
     pub(crate) fn open(bm: &Arc<BufferManager<P>>, root_page_id: u64) -> Result<BTree<P>> {
-        let root = bm.load_root(root_page_id)?;
+        let root = bm.load_root(root_page_id, |page| Node::new(page).check_as_root())?;
         Ok(BTree {
             bm: bm.clone(),
             root,
@@ -323,33 +327,33 @@ impl<P: Policy> BTree<P> {
     /// Inserts or overwrites.
     pub(crate) fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let page_size = self.bm.page_size();
+        let incoming = Incoming {
+            key,
+            size: entry_size(true, key.len(), value.len()),
+        };
         loop {
-            let step = self.bm.run(|mode| {
+            let full_leaf = self.bm.run(|mode| {
                 let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
                 let leaf = self.node(frame);
-                let needed = entry_size(true, key.len(), value.len());
                 let (index, found) = leaf.lower_bound(key);
-                let reclaimed = if found { leaf.entry_size(index) } else { 0 };
                 if found && leaf.value(index).len() == value.len() {
                     NodeMut::new(self.bm.page_mut(frame, &guard)).overwrite_value(index, value);
-                } else if leaf.reclaimable_space() + reclaimed >= needed {
+                } else if split::has_room(&leaf, incoming) {
                     let mut leaf = NodeMut::new(self.bm.page_mut(frame, &guard));
                     if found {
                         leaf.remove_at(index);
                     }
                     leaf.insert_at(index, key, value);
                 } else {
-                    return Ok(WriteStep::Split(frame, needed));
+                    return Ok(Some(frame));
                 }
                 self.bm.frame(frame).set_dirty(true);
                 debug_assert!(self.node(frame).used_space() <= page_size);
-                Ok(WriteStep::Done(()))
+                Ok(None)
             })?;
-            match step {
-                WriteStep::Done(()) => return Ok(()),
-                WriteStep::Split(frame, needed) => {
-                    self.bm.run(|mode| self.split(frame, key, needed, mode))?
-                }
+            match full_leaf {
+                None => return Ok(()),
+                Some(frame) => self.bm.run(|mode| self.split(frame, key, incoming, mode))?,
             }
         }
     }
@@ -391,23 +395,23 @@ impl<P: Policy> BTree<P> {
             let exists =
                 self.read_leaf(key, Bound::AtLeast, mode, |leaf| leaf.lower_bound(key).1)?;
             if !exists {
-                return Ok(WriteStep::Done(false));
+                return Ok(Removal::Done(false));
             }
             let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
             let (index, found) = self.node(frame).lower_bound(key);
             if !found {
-                return Ok(WriteStep::Done(false));
+                return Ok(Removal::Done(false));
             }
             NodeMut::new(self.bm.page_mut(frame, &guard)).remove_at(index);
             self.bm.frame(frame).set_dirty(true);
             if frame != self.root && underfull(&self.node(frame), page_size) {
-                return Ok(WriteStep::Split(frame, 0));
+                return Ok(Removal::Merge(frame));
             }
-            Ok(WriteStep::Done(true))
+            Ok(Removal::Done(true))
         })?;
         match step {
-            WriteStep::Done(existed) => Ok(existed),
-            WriteStep::Split(frame, _) => {
+            Removal::Done(existed) => Ok(existed),
+            Removal::Merge(frame) => {
                 self.merge_upwards(frame, key)?;
                 Ok(true)
             }
@@ -473,16 +477,22 @@ impl<P: Policy> BTree<P> {
         }))
     }
 
-    /// Splits the node in `target` (on `key`'s path) unless it has room for `needed` bytes
+    /// Splits the node in `target` (on `key`'s path) so that `incoming` fits, unless it fits
     /// by now. If its parent cannot take the separator, splits the parent instead; the caller
     /// retries its write either way.
-    fn split(&self, target: FrameId, key: &[u8], needed: usize, mode: LatchMode) -> Attempt<()> {
+    fn split(
+        &self,
+        target: FrameId,
+        key: &[u8],
+        incoming: Incoming<'_>,
+        mode: LatchMode,
+    ) -> Attempt<()> {
         if target == self.root {
             let guard = self.bm.frame(target).latch.lock_exclusive();
-            if self.node(target).fits(needed) {
+            if split::has_room(&self.node(target), incoming) {
                 return Ok(());
             }
-            return self.split_root(guard);
+            return self.split_root(guard, incoming);
         }
         let Some(ParentAndChild {
             parent,
@@ -494,55 +504,79 @@ impl<P: Policy> BTree<P> {
             return Ok(());
         };
         let node = self.node(target);
-        if node.fits(needed) {
+        if split::has_room(&node, incoming) {
             return Ok(());
         }
-        let middle = node.split_index_for(key);
-        let separator = node.key(middle).to_vec();
-        if !self
-            .node(parent)
-            .fits(entry_size(false, separator.len(), 8))
-        {
+        let Some(plan) = split::plan(&node, incoming) else {
+            return Err(self.corrupt(target));
+        };
+        let separator = plan.separator_key(&node, incoming.key).to_vec();
+        let separator_entry = Incoming {
+            key: &separator,
+            size: entry_size(false, separator.len(), 8),
+        };
+        if !split::has_room(&self.node(parent), separator_entry) {
             drop((guard, parent_guard));
-            return self.split(parent, key, entry_size(false, separator.len(), 8), mode);
+            return self.split(parent, key, separator_entry, mode);
         }
+        let entries_before = node.count();
         let (left, left_guard) = self.bm.allocate_page(node.page_type(), Some(parent))?;
-        self.fill_halves(target, &guard, middle, left, &left_guard, None);
+        self.fill_halves(
+            (target, &guard),
+            plan,
+            &separator,
+            (left, &left_guard),
+            None,
+        );
         let left_word = self.bm.reference(left).to_le_bytes();
         NodeMut::new(self.bm.page_mut(parent, &parent_guard))
             .insert_at(index, &separator, &left_word);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(target).set_dirty(true);
+        // Progress: no entry lost or duplicated, and the incoming entry has room on its side
+        // (the half it shares a page with is strictly smaller than the node was).
+        debug_assert_eq!(
+            self.node(left).count() + self.node(target).count() + usize::from(!node.is_leaf()),
+            entries_before
+        );
+        debug_assert!(split::has_room(
+            &self.node(if incoming.key <= &separator[..] {
+                left
+            } else {
+                target
+            }),
+            incoming
+        ));
         Ok(())
     }
 
-    /// Moves the entries of `source` up to `middle` into the new node `left`; `source` keeps
-    /// the rest. With `right = Some(frame)`, the rest goes there instead (root split) and
-    /// `source` is left for the caller to rewrite. Parent links of moved children follow.
+    /// Moves the entries of `source` that `plan` puts left into the new node `left`;
+    /// `source` keeps the rest. With `right = Some(frame)`, the rest goes there instead (root
+    /// split) and `source` is left for the caller to rewrite. Parent links of moved children
+    /// follow.
     fn fill_halves(
         &self,
-        source: FrameId,
-        source_guard: &ExclusiveGuard<'_>,
-        middle: usize,
-        left: FrameId,
-        left_guard: &ExclusiveGuard<'_>,
+        (source, source_guard): (FrameId, &ExclusiveGuard<'_>),
+        plan: SplitPlan,
+        separator: &[u8],
+        (left, left_guard): (FrameId, &ExclusiveGuard<'_>),
         right: Option<(FrameId, &ExclusiveGuard<'_>)>,
     ) {
         let node = self.node(source);
         let level = node.level();
         let count = node.count();
-        let separator = node.key(middle);
-        let (left_entries, left_upper, right_start) = if node.is_leaf() {
-            (0..middle + 1, 0, middle + 1)
-        } else {
-            (0..middle, node.child_word(middle), middle + 1)
+        let leaf = node.is_leaf();
+        let left_upper = match plan.separator {
+            Separator::Existing(index) if !leaf => node.child_word(index),
+            _ => 0,
         };
+        debug_assert!(leaf || matches!(plan.separator, Separator::Existing(_)));
         NodeMut::new(self.bm.page_mut(left, left_guard)).rebuild(
             level,
             node.lower_fence(),
             Some(separator),
             left_upper,
-            node.entries(left_entries),
+            node.entries(0..plan.left_count),
         );
         let (right_frame, right_page) = match right {
             Some((frame, guard)) => (frame, self.bm.page_mut(frame, guard)),
@@ -553,7 +587,7 @@ impl<P: Policy> BTree<P> {
             Some(separator),
             node.upper_fence(),
             node.child_word(count),
-            node.entries(right_start..count),
+            node.entries(plan.right_start(leaf)..count),
         );
         self.adopt_children(left);
         if right.is_some() {
@@ -576,13 +610,18 @@ impl<P: Policy> BTree<P> {
         }
     }
 
-    /// Splits the root in place: its entries move into two new children and the root becomes
-    /// an inner node one level up, keeping its page id.
-    fn split_root(&self, guard: ExclusiveGuard<'_>) -> Attempt<()> {
+    /// Splits the root in place so that `incoming` fits: its entries move into two new
+    /// children and the root becomes an inner node one level up, keeping its page id.
+    fn split_root(&self, guard: ExclusiveGuard<'_>, incoming: Incoming<'_>) -> Attempt<()> {
         let root = self.root;
         let node = self.node(root);
-        let middle = node.split_index();
-        let separator = node.key(middle).to_vec();
+        if node.level() >= node::MAX_LEVEL {
+            return Err(self.corrupt(root));
+        }
+        let Some(plan) = split::plan(&node, incoming) else {
+            return Err(self.corrupt(root));
+        };
+        let separator = plan.separator_key(&node, incoming.key).to_vec();
         let page_type = node.page_type();
         let (left, left_guard) = self.bm.allocate_page(page_type, Some(root))?;
         let (right, right_guard) = match self.bm.allocate_page(page_type, Some(root)) {
@@ -593,11 +632,10 @@ impl<P: Policy> BTree<P> {
             }
         };
         self.fill_halves(
-            root,
-            &guard,
-            middle,
-            left,
-            &left_guard,
+            (root, &guard),
+            plan,
+            &separator,
+            (left, &left_guard),
             Some((right, &right_guard)),
         );
         let left_word = self.bm.reference(left).to_le_bytes();
@@ -609,6 +647,14 @@ impl<P: Policy> BTree<P> {
             std::iter::once((&separator[..], &left_word[..])),
         );
         self.bm.frame(root).set_dirty(true);
+        debug_assert!(split::has_room(
+            &self.node(if incoming.key <= &separator[..] {
+                left
+            } else {
+                right
+            }),
+            incoming
+        ));
         Ok(())
     }
 
@@ -761,7 +807,7 @@ impl<P: Policy> BTree<P> {
         batch: &mut LeafBatch,
     ) -> Result<()> {
         let mut brought_in = false;
-        let leaf = self.bm.run(|mode| {
+        let (covers_start, leaf) = self.bm.run(|mode| {
             let attempt = self.read_node(start, bound, 0, mode, |leaf| {
                 batch.clear();
                 for index in leaf.search(start, bound)..leaf.count() {
@@ -777,13 +823,22 @@ impl<P: Policy> BTree<P> {
                     batch.push(key, leaf.value(index));
                 }
                 batch.set_upper_fence(leaf.upper_fence());
+                leaf.covers(start, bound)
             });
             if let Err(Restart::Swizzle { frame, .. }) = &attempt {
                 // The missing page is a child of `frame`: a leaf if `frame` is on level 1.
                 brought_in |= self.node(*frame).level() == 1;
             }
-            attempt.map(|((), leaf)| leaf)
+            attempt
         })?;
+        // Every node is checked against its parent when it comes in, so this holds; checked
+        // again because a scan that did not move forward would never end.
+        if !covers_start {
+            return Err(Error::corruption(
+                self.bm.frame(leaf).page_id(),
+                "leaf reached by a scan does not cover the scan's position",
+            ));
+        }
         if brought_in && leaves_done > 0 {
             let ahead = (2usize << leaves_done.min(16)).min(self.bm.prefetch_depth());
             if ahead > 0 {
@@ -901,9 +956,26 @@ impl LeafBatch {
     }
 }
 
-/// The buffer manager's child iterator for B-tree inner pages.
-pub(crate) fn child_iterators() -> [(PageType, crate::buffer::ChildIterator); 1] {
-    [(PageType::BTreeInner, Node::visit_children)]
+/// What the buffer manager needs to know about B-tree pages: inner nodes' children, and the
+/// checks of nodes read from disk and of nodes met through a parent.
+pub(crate) fn page_kinds() -> [PageKind; 2] {
+    let check: PageCheck = |page| Node::new(page).check_on_disk();
+    let check_child: ChildCheck =
+        |parent, offset, child| Node::new(child).check_as_child_of(&Node::new(parent), offset);
+    [
+        PageKind {
+            page_type: PageType::BTreeLeaf,
+            children: None,
+            check: Some(check),
+            check_child: None,
+        },
+        PageKind {
+            page_type: PageType::BTreeInner,
+            children: Some(Node::visit_children),
+            check: Some(check),
+            check_child: Some(check_child),
+        },
+    ]
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@
 //! reading a page that is being written; the caller validates afterwards). Writing
 //! ([`NodeMut`]) happens under the exclusive latch, on consistent data.
 
-use crate::buffer::{PageMut, PageView};
+use crate::buffer::{PageMut, PageView, Swip, SwipTarget};
 use crate::io::page::{PageType, PAGE_HEADER_SIZE};
 use std::cmp::Ordering;
 
@@ -47,7 +47,8 @@ const GARBAGE: usize = 40;
 const HEAD_OFFSET: usize = 44;
 /// Offset of the upper child's swip in inner nodes.
 const UPPER_SWIP: usize = 48;
-const SLOTS: usize = 56;
+/// Offset of the first slot: the node header ends here.
+pub(crate) const SLOTS: usize = 56;
 const SLOT_SIZE: usize = 8;
 const NO_FENCE: u16 = u16::MAX;
 /// Bytes an inner entry's value (a swip) takes.
@@ -106,13 +107,28 @@ fn fence_prefix_len(lower: Option<&[u8]>, upper: Option<&[u8]>) -> usize {
 }
 
 /// Heap bytes `len` bytes take in a node: exact in leaves, rounded up to 8 in inner nodes.
-fn heap_len(leaf: bool, len: usize) -> usize {
+pub(crate) fn heap_len(leaf: bool, len: usize) -> usize {
     if leaf {
         len
     } else {
         len.next_multiple_of(8)
     }
 }
+
+/// Longest key (and fence) a node of `page_size` bytes holds: small enough that a split always
+/// finds a point where both halves fit (see `split`).
+pub(crate) const fn max_key_size(page_size: usize) -> usize {
+    page_size / 16
+}
+
+/// Longest leaf value a node of `page_size` bytes holds.
+pub(crate) const fn max_value_size(page_size: usize) -> usize {
+    page_size / 4
+}
+
+/// Highest level a node may have: far above any real tree (a 64 KiB-page tree of level 16
+/// would hold more entries than any disk), low enough that every walk down stays short.
+pub(crate) const MAX_LEVEL: u16 = 24;
 
 /// Heap bytes and slot an entry needs in a node of the given kind.
 pub(crate) fn entry_size(leaf: bool, key_len: usize, value_len: usize) -> usize {
@@ -303,6 +319,21 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// Whether the keys a search for `key` with `bound` is after lie in this node's range:
+    /// `lower < key <= upper` for `AtLeast`, `lower <= key < upper` for `Above` (so the
+    /// node's upper fence lies beyond the position and a scan moves forward).
+    pub(crate) fn covers(&self, key: &[u8], bound: Bound) -> bool {
+        let (lower, upper) = (self.lower_fence(), self.upper_fence());
+        match bound {
+            Bound::AtLeast => {
+                lower.is_none_or(|lower| lower < key) && upper.is_none_or(|upper| key <= upper)
+            }
+            Bound::Above => {
+                lower.is_none_or(|lower| lower <= key) && upper.is_none_or(|upper| key < upper)
+            }
+        }
+    }
+
     fn heap_start(&self) -> usize {
         self.page.u32(HEAP_START) as usize
     }
@@ -342,54 +373,9 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// Index at which to split so both halves carry about the same bytes. Leaves keep
-    /// `0..=index` left; inner nodes push key `index` up and keep `0..index` left.
-    /// Where to split this full node to make room for `key`. A leaf that `key` would extend
-    /// at its upper end (ascending inserts: appends, time series, bulk loads in key order)
-    /// keeps as many entries on the left as fit with their new fence, and the new key starts
-    /// a nearly empty right node, so such loads leave full leaves instead of half-full ones.
-    /// Otherwise `split_index`.
-    pub(crate) fn split_index_for(&self, key: &[u8]) -> usize {
-        let count = self.count();
-        let balanced = self.split_index();
-        if !self.is_leaf() || count == 0 || key <= self.key(count - 1) {
-            return balanced;
-        }
-        // The left node keeps the entries up to `middle` and gets key `middle` as its upper
-        // fence, which the full node did not have to hold: step back until that fits.
-        (balanced..count)
-            .rev()
-            .find(|&middle| {
-                let separator = self.key(middle);
-                let left = Node::size_of(
-                    true,
-                    self.lower_fence(),
-                    Some(separator),
-                    self.entries(0..middle + 1),
-                );
-                left <= self.page.len()
-            })
-            .unwrap_or(balanced)
-    }
-
-    pub(crate) fn split_index(&self) -> usize {
-        let count = self.count();
-        debug_assert!(count >= if self.is_leaf() { 1 } else { 3 });
-        let total: usize = (0..count).map(|i| self.entry_size(i)).sum();
-        let mut accumulated = 0;
-        let mut index = 0;
-        while index < count {
-            accumulated += self.entry_size(index);
-            if accumulated * 2 >= total {
-                break;
-            }
-            index += 1;
-        }
-        if self.is_leaf() {
-            index.min(count - 1)
-        } else {
-            index.clamp(1, count.saturating_sub(2).max(1))
-        }
+    /// Page size in bytes.
+    pub(crate) fn page_len(&self) -> usize {
+        self.page.len()
     }
 
     /// The entries `range` as (key, value-or-swip bytes) pairs.
@@ -434,24 +420,49 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// Checks the node's structure: slots inside the page, keys ascending and within the
-    /// fences, inner swips aligned. Used on pages read under a latch or from disk.
+    /// Checks everything a node's readers and writers rely on: slot count, heap bounds and
+    /// space accounting (so a write never overflows the page), fences and keys inside the page
+    /// and within the size limits, keys ascending and strictly between the fences, head
+    /// offset and heads, inner swips aligned, level in range and matching the page type.
+    /// Applied to every node read from disk (with [`Node::check_on_disk`]) and by the
+    /// integrity check; a node that passes can be searched, changed and split safely.
     pub(crate) fn check(&self) -> Result<(), String> {
         let len = self.page.len();
+        let leaf = self.is_leaf();
         let count = usize::from(self.page.u16(COUNT));
         if count > self.max_slots() {
             return Err(format!("slot count {count} exceeds the page"));
         }
+        let level = self.level();
+        if level > MAX_LEVEL {
+            return Err(format!("level {level} exceeds {MAX_LEVEL}"));
+        }
+        let page_type = crate::io::page::page_type(self.page.all());
+        if page_type != Some(self.page_type()) {
+            return Err(format!(
+                "page type {page_type:?} does not match level {level}"
+            ));
+        }
         let heap = self.heap_start();
-        if heap > len || heap < SLOTS + count * SLOT_SIZE {
+        if heap > len || heap < SLOTS + count * SLOT_SIZE || (!leaf && !heap.is_multiple_of(8)) {
             return Err(format!("heap start {heap} out of range"));
         }
+        let max_key = max_key_size(len);
+        let mut live = 0usize;
         for at in [LOWER_FENCE, UPPER_FENCE] {
             let fence_len = self.page.u16(at + 2);
-            if fence_len != NO_FENCE
-                && usize::from(self.page.u16(at)) + usize::from(fence_len) > len
-            {
-                return Err("fence key outside the page".into());
+            if fence_len == NO_FENCE {
+                continue;
+            }
+            let (offset, fence_len) = (usize::from(self.page.u16(at)), usize::from(fence_len));
+            if offset < heap || offset + fence_len > len || fence_len > max_key {
+                return Err("fence key outside the heap or too long".into());
+            }
+            live += heap_len(leaf, fence_len);
+        }
+        if let (Some(lower), Some(upper)) = (self.lower_fence(), self.upper_fence()) {
+            if lower >= upper {
+                return Err("lower fence not below the upper fence".into());
             }
         }
         // Shorter is fine (every key has that prefix too): pages written before head
@@ -459,23 +470,35 @@ impl<'a> Node<'a> {
         if self.head_offset() > self.widest_head_offset() {
             return Err("head offset beyond the prefix the keys share".into());
         }
+        let max_value = if leaf { max_value_size(len) } else { SWIP_SIZE };
         for index in 0..count {
-            let end = self.key_offset(index) + self.entry_size(index) - SLOT_SIZE;
-            if self.key_offset(index) < heap || end > len {
+            let (key_len, value_len) = (self.key_len(index), self.value_len(index));
+            if key_len > max_key || value_len > max_value || (!leaf && value_len != SWIP_SIZE) {
+                return Err(format!("entry {index} exceeds the size limits"));
+            }
+            let heap_bytes = self.entry_size(index) - SLOT_SIZE;
+            if self.key_offset(index) < heap || self.key_offset(index) + heap_bytes > len {
                 return Err(format!("entry {index} outside the heap"));
             }
+            live += heap_bytes;
             if self.head(index) != key_head(self.key(index), self.head_offset()) {
                 return Err(format!("entry {index} has a wrong key head"));
             }
-            if !self.is_leaf()
-                && (self.value_len(index) != SWIP_SIZE
-                    || !self.child_offset(index).is_multiple_of(8))
-            {
-                return Err(format!("inner entry {index} has a malformed swip"));
+            if !leaf && !self.child_offset(index).is_multiple_of(8) {
+                return Err(format!("inner entry {index} has a misaligned swip"));
             }
             if index > 0 && self.key(index - 1) >= self.key(index) {
                 return Err(format!("keys {} and {index} out of order", index - 1));
             }
+        }
+        // Writers trust the accounting (compaction must reclaim exactly what it promises), so
+        // live bytes and garbage must add up to the heap exactly.
+        let garbage = self.page.u32(GARBAGE) as usize;
+        if live.checked_add(garbage) != Some(len - heap) {
+            return Err(format!(
+                "heap of {} bytes holds {live} live and {garbage} dead bytes",
+                len - heap
+            ));
         }
         if count > 0 {
             if let Some(lower) = self.lower_fence() {
@@ -488,6 +511,70 @@ impl<'a> Node<'a> {
                     return Err("last key above the upper fence".into());
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// [`check`](Self::check) for a page image as it is on disk: every child reference of an
+    /// inner node is a page id (a frame index means the image was never sealed by leankv).
+    pub(crate) fn check_on_disk(&self) -> Result<(), String> {
+        self.check()?;
+        if self.is_leaf() {
+            return Ok(());
+        }
+        for index in 0..=self.count() {
+            if !matches!(
+                Swip::decode(self.child_word(index), 0),
+                Some(SwipTarget::Page(_))
+            ) {
+                return Err(format!("child {index} is not a page id"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that this node can be a tree's root: a B-tree node (checked on its own when it
+    /// was read) whose key range is unbounded.
+    pub(crate) fn check_as_root(&self) -> Result<(), String> {
+        if crate::io::page::page_type(self.page.all()) != Some(self.page_type()) {
+            return Err("not a B-tree node".into());
+        }
+        if self.lower_fence().is_some() || self.upper_fence().is_some() {
+            return Err("a tree root with fence keys (a page of another tree?)".into());
+        }
+        Ok(())
+    }
+
+    /// Checks that this node, met through the child swip at byte `offset` of `parent`, is the
+    /// node the parent routes to there: one level below it, with fences equal to the
+    /// separators around the swip (the parent's own fences at the ends). Together with the
+    /// check of each node on its own, this keeps every walk down the tree and along its leaves
+    /// moving forward, whatever a page on disk says.
+    pub(crate) fn check_as_child_of(&self, parent: &Node<'_>, offset: usize) -> Result<(), String> {
+        if crate::io::page::page_type(self.page.all()) != Some(self.page_type()) {
+            return Err("not a B-tree node".into());
+        }
+        if parent.is_leaf() || self.level() + 1 != parent.level() {
+            return Err(format!(
+                "level {} below a parent of level {}",
+                self.level(),
+                parent.level()
+            ));
+        }
+        let count = parent.count();
+        let Some(index) = (0..=count).find(|&index| parent.child_offset(index) == offset) else {
+            return Err("its parent has no child reference there".into());
+        };
+        let lower = match index {
+            0 => parent.lower_fence(),
+            _ => Some(parent.key(index - 1)),
+        };
+        let upper = match index {
+            _ if index == count => parent.upper_fence(),
+            _ => Some(parent.key(index)),
+        };
+        if self.lower_fence() != lower || self.upper_fence() != upper {
+            return Err("fence keys differ from the parent's separators".into());
         }
         Ok(())
     }
@@ -699,53 +786,6 @@ mod tests {
         let mut node = NodeMut::new(PageMut::from_slice(page));
         node.init(0, None, None);
         node
-    }
-
-    #[test]
-    fn appends_split_at_the_end_unless_the_left_half_would_not_fit() {
-        let mut page = vec![0u8; 4096];
-        let mut node = leaf(&mut page);
-        let mut n = 0u32;
-        while node.view().fits(entry_size(true, 4, 100)) {
-            node.insert_at(n as usize, &n.to_be_bytes(), &[1; 100]);
-            n += 1;
-        }
-        let count = node.view().count();
-        // An append keeps every entry on the left.
-        assert_eq!(
-            node.view().split_index_for(&(n + 1).to_be_bytes()),
-            count - 1
-        );
-        // An insert in the middle splits by size.
-        assert_eq!(
-            node.view().split_index_for(&[0, 0, 0, 5, 0]),
-            node.view().split_index()
-        );
-        // A last key as long as the node's slack cannot become the left node's fence.
-        let mut page = vec![0u8; 4096];
-        let mut node = leaf(&mut page);
-        let mut index = 0;
-        while node
-            .view()
-            .fits(entry_size(true, 200, 10) + entry_size(true, 4, 10))
-        {
-            node.insert_at(index, &(index as u32).to_be_bytes(), &[1; 10]);
-            index += 1;
-        }
-        let long_last = [0xff; 200];
-        node.insert_at(index, &long_last, &[1; 10]);
-        let view = node.view();
-        let left = Node::size_of(true, None, Some(&long_last), view.entries(0..view.count()));
-        assert!(left > 4096);
-        let middle = view.split_index_for(&[0xff; 201]);
-        assert!(middle < view.count() - 1 && middle > view.split_index());
-        let kept = Node::size_of(
-            true,
-            None,
-            Some(view.key(middle)),
-            view.entries(0..middle + 1),
-        );
-        assert!(kept <= 4096);
     }
 
     #[test]

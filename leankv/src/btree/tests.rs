@@ -19,7 +19,7 @@ fn tree_with_small_pool<P: Policy>() -> BTree<P> {
     let bm = BufferManager::new(
         Arc::new(MemoryStorage::new()),
         &config,
-        &child_iterators(),
+        &page_kinds(),
         1,
         Vec::new(),
     )
@@ -110,9 +110,12 @@ fn pessimistic_splits_and_merges<P: Policy>() {
                 .run(|_| {
                     let (frame, guard) = tree.descend_exclusive(&k, 0, LatchMode::Pessimistic)?;
                     let leaf = tree.node(frame);
-                    let needed = entry_size(true, k.len(), value.len());
-                    if !leaf.fits(needed) {
-                        return Ok(Some((frame, needed)));
+                    let incoming = Incoming {
+                        key: &k,
+                        size: entry_size(true, k.len(), value.len()),
+                    };
+                    if !split::has_room(&leaf, incoming) {
+                        return Ok(Some((frame, incoming)));
                     }
                     let index = leaf.lower_bound(&k).0;
                     NodeMut::new(tree.bm.page_mut(frame, &guard)).insert_at(index, &k, &value);
@@ -122,9 +125,9 @@ fn pessimistic_splits_and_merges<P: Policy>() {
                 .unwrap();
             match step {
                 None => break,
-                Some((frame, needed)) => tree
+                Some((frame, incoming)) => tree
                     .bm
-                    .run(|_| tree.split(frame, &k, needed, LatchMode::Pessimistic))
+                    .run(|_| tree.split(frame, &k, incoming, LatchMode::Pessimistic))
                     .unwrap(),
             }
         }

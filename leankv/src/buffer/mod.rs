@@ -56,8 +56,33 @@ use translation::TranslationTable;
 use writer::BackgroundWriter;
 
 /// Calls `visit(offset)` with the byte offset of every child swip on `page`, stopping early
-/// when `visit` returns `false`. Each buffer-managed structure registers one per page type.
+/// when `visit` returns `false`.
 pub(crate) type ChildIterator = fn(page: PageView<'_>, visit: &mut dyn FnMut(usize) -> bool);
+
+/// Checks a page image; the error says what is wrong.
+pub(crate) type PageCheck = fn(page: PageView<'_>) -> Result<(), String>;
+
+/// Checks that `child` is what the swip at byte `offset` of `parent` may refer to.
+pub(crate) type ChildCheck =
+    fn(parent: PageView<'_>, offset: usize, child: PageView<'_>) -> Result<(), String>;
+
+/// What the buffer manager needs to know about the contents of one page type. Each
+/// buffer-managed structure registers one per page type it uses.
+///
+/// Pages on disk are untrusted: `check` runs on every image read (after its checksum), and
+/// `check_child` whenever a page becomes hot under a parent, so that a page that is
+/// well-formed on its own but does not belong where it is referenced (a stale or misdirected
+/// page) is reported instead of followed.
+#[derive(Clone, Copy)]
+pub(crate) struct PageKind {
+    pub(crate) page_type: PageType,
+    /// Where its child swips are (`None`: it has none).
+    pub(crate) children: Option<ChildIterator>,
+    /// The structural check of an image read from disk.
+    pub(crate) check: Option<PageCheck>,
+    /// The check of a page about to be swizzled under a page of this type.
+    pub(crate) check_child: Option<ChildCheck>,
+}
 
 /// Longest chain of swizzled pages followed when choosing a page to unswizzle; a bound so that
 /// even a corrupt parent cycle cannot loop forever.
@@ -101,7 +126,7 @@ pub(crate) struct BufferManager<P: Policy> {
     /// Frames `fresh..frames` have never been used (and cost no memory yet).
     fresh: AtomicU32,
     page_ids: Mutex<PageIds>,
-    child_iterators: [Option<ChildIterator>; PageType::COUNT],
+    kinds: [Option<PageKind>; PageType::COUNT],
     cooling_target: usize,
     eviction_batch: usize,
     closed: AtomicBool,
@@ -119,11 +144,11 @@ pub(crate) struct BufferManager<P: Policy> {
 
 impl<P: Policy> BufferManager<P> {
     /// Sets up the pool over `storage`, whose pages `1..page_count` exist (`free_pages` of them
-    /// unused). `child_iterators` lists each page type that holds swips.
+    /// unused), for pages of the given kinds.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
         config: &BufferConfig,
-        child_iterators: &[(PageType, ChildIterator)],
+        kinds: &[PageKind],
         page_count: u64,
         free_pages: Vec<u64>,
     ) -> Result<Arc<BufferManager<P>>> {
@@ -134,9 +159,9 @@ impl<P: Policy> BufferManager<P> {
             config.pool_file.as_deref(),
         )
         .map_err(|e| Error::io("allocating the buffer pool", e))?;
-        let mut iterators = [None; PageType::COUNT];
-        for &(page_type, iterator) in child_iterators {
-            iterators[page_type as usize] = Some(iterator);
+        let mut kinds_by_type = [None; PageType::COUNT];
+        for &kind in kinds {
+            kinds_by_type[kind.page_type as usize] = Some(kind);
         }
         let frames = config.frames as usize;
         let eviction_batch = (frames / 64).clamp(1, 64);
@@ -158,7 +183,7 @@ impl<P: Policy> BufferManager<P> {
             free_frames: Mutex::new(Vec::new()),
             fresh: AtomicU32::new(0),
             page_ids: Mutex::new(PageIds::new(page_count, free_pages)),
-            child_iterators: iterators,
+            kinds: kinds_by_type,
             cooling_target,
             eviction_batch,
             closed: AtomicBool::new(false),
@@ -425,12 +450,12 @@ impl<P: Policy> BufferManager<P> {
 
     /// Brings in the page `page_id` for a tree root: hot, no parent, never unswizzled. Each
     /// root is loaded once per open database (the caller keeps it), so no other copy exists.
-    pub(crate) fn load_root(&self, page_id: u64) -> Result<FrameId> {
-        loop {
-            let read = self.cooling.lock().start_read(page_id);
-            self.complete_read(page_id, &read)?;
+    /// `accept` checks that the page can be a root.
+    pub(crate) fn load_root(&self, page_id: u64, accept: PageCheck) -> Result<FrameId> {
+        for _ in 0..MAX_EVICTION_ROUNDS {
             let mut stage = self.cooling.lock();
             if let Some(frame) = stage.lookup(page_id) {
+                accept(self.page(frame)).map_err(|reason| Error::corruption(page_id, reason))?;
                 stage.remove(&self.pool, frame, page_id);
                 drop(stage);
                 let header = self.frame(frame);
@@ -439,7 +464,19 @@ impl<P: Policy> BufferManager<P> {
                 self.made_hot(frame);
                 return Ok(frame);
             }
+            if let Some(read) = stage.in_flight(page_id) {
+                drop(stage);
+                read.wait();
+                continue;
+            }
+            let read = stage.start_read(page_id);
+            drop(stage);
+            self.complete_read(page_id, &read)?;
         }
+        // Read again and again, and evicted each time before it could be taken.
+        Err(Error::PoolExhausted {
+            frames: self.frame_count() as usize,
+        })
     }
 
     /// Handles `Restart::Swizzle`: swizzles the swip at `offset` in frame `parent` if that
@@ -479,6 +516,8 @@ impl<P: Policy> BufferManager<P> {
         }
         let mut stage = self.cooling.lock();
         if let Some(frame) = stage.lookup(page_id) {
+            self.check_child(parent, offset, frame)
+                .map_err(|reason| Error::corruption(page_id, reason))?;
             stage.remove(&self.pool, frame, page_id);
             drop(stage);
             let header = self.frame(frame);
@@ -545,11 +584,33 @@ impl<P: Policy> BufferManager<P> {
         let bytes = unsafe { self.pool.page_bytes_unpublished(frame) };
         let offset = page_id * self.page_size() as u64;
         let checked = match self.storage.read_at(bytes, offset) {
-            Ok(()) => page_format::verify(bytes, page_id)
-                .map_err(|reason| Error::corruption(page_id, reason)),
+            Ok(()) => self.check_image(bytes, page_id),
             Err(error) => Err(Error::io("reading a page", error)),
         };
         self.take_in(frame, page_id, checked)
+    }
+
+    /// Checks an image just read for `page_id`: checksum, id and type, then its contents.
+    fn check_image(&self, image: &[u8], page_id: u64) -> Result<()> {
+        let page_type = page_format::verify(image, page_id)
+            .map_err(|reason| Error::corruption(page_id, reason))?;
+        match self.kinds[page_type as usize].and_then(|kind| kind.check) {
+            Some(check) => check(PageView::from_slice(image))
+                .map_err(|reason| Error::corruption(page_id, reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that the (cooling) page in `child` may be swizzled at `offset` in `parent`.
+    fn check_child(&self, parent: FrameId, offset: usize, child: FrameId) -> Result<(), String> {
+        let parent_page = self.page(parent);
+        let check = page_format::page_type(parent_page.all())
+            .and_then(|page_type| self.kinds[page_type as usize])
+            .and_then(|kind| kind.check_child);
+        match check {
+            Some(check) => check(parent_page, offset, self.page(child)),
+            None => Ok(()),
+        }
     }
 
     /// Makes `frame`, just filled with page `page_id` whose check ended as `checked`, a
@@ -676,8 +737,7 @@ impl<P: Policy> BufferManager<P> {
                     // (pushed into the cooling stage by `end_read`) after this slice is dead.
                     let target = unsafe { self.pool.page_bytes_unpublished(frame) };
                     target.copy_from_slice(page);
-                    let checked = page_format::verify(target, *page_id)
-                        .map_err(|reason| Error::corruption(*page_id, reason));
+                    let checked = self.check_image(target, *page_id);
                     self.take_in(frame, *page_id, checked).ok()
                 }),
                 Err(_) => None,
@@ -938,7 +998,7 @@ impl<P: Policy> BufferManager<P> {
 
     fn child_iterator(&self, page: PageView<'_>) -> Option<ChildIterator> {
         let page_type = page_format::page_type(page.all())?;
-        self.child_iterators[page_type as usize]
+        self.kinds[page_type as usize]?.children
     }
 
     /// Some swizzled child of the page in `frame` (caller holds a latch on it).

@@ -101,7 +101,9 @@ pub(crate) fn load_free_list(
     expected: u64,
     page_count: u64,
 ) -> Result<Vec<u64>> {
-    let mut free = Vec::with_capacity(expected as usize);
+    // `expected` is below `page_count`, which the file's length bounds; still, a damaged
+    // count should fail by the check below, not by a huge allocation.
+    let mut free = Vec::with_capacity(expected.min(1 << 20) as usize);
     let mut page = AlignedBuf::new(page_size);
     let mut next = head;
     while next != 0 {
@@ -141,6 +143,14 @@ pub(crate) fn load_free_list(
             free.push(id);
         }
         next = u64::from_le_bytes(page[NEXT_OFFSET..NEXT_OFFSET + 8].try_into().unwrap());
+    }
+    let mut sorted = free.clone();
+    sorted.sort_unstable();
+    if let Some(twice) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(Error::corruption(
+            head,
+            format!("free-page list holds page {} twice", twice[0]),
+        ));
     }
     if free.len() as u64 != expected {
         return Err(Error::corruption(

@@ -45,7 +45,12 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
     BufferManager::new(
         storage,
         &config,
-        &[(PageType::BTreeInner, children)],
+        &[PageKind {
+            page_type: PageType::BTreeInner,
+            children: Some(children),
+            check: None,
+            check_child: None,
+        }],
         1,
         Vec::new(),
     )

@@ -15,6 +15,12 @@ pub(crate) const PAGE_HEADER_SIZE: usize = 24;
 const TYPE_OFFSET: usize = 4;
 const PAGE_ID_OFFSET: usize = 8;
 
+/// Page sizes leankv reads and writes: powers of two from 4 KiB to 64 KiB (slot offsets are
+/// 16-bit).
+pub(crate) fn valid_page_size(page_size: usize) -> bool {
+    page_size.is_power_of_two() && (4096..=65536).contains(&page_size)
+}
+
 /// What a page holds; decides which structure's child-iteration callback applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

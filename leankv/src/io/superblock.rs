@@ -76,10 +76,22 @@ impl Superblock {
             free_list_head: u64_at(bytes, 36),
             free_list_len: u64_at(bytes, 44),
         };
-        if !crate::db::valid_page_size(superblock.page_size as usize) {
+        if !crate::io::page::valid_page_size(superblock.page_size as usize) {
             return Err(SuperblockError::Damaged(format!(
                 "invalid page size {}",
                 superblock.page_size
+            )));
+        }
+        // Page ids become file offsets (and swips keep one bit for a tag): a count whose last
+        // page's offset does not fit in 63 bits cannot be real.
+        if superblock
+            .page_count
+            .checked_mul(u64::from(superblock.page_size))
+            .is_none_or(|bytes| bytes > i64::MAX as u64)
+        {
+            return Err(SuperblockError::Damaged(format!(
+                "page count {} of {} bytes overflows a file offset",
+                superblock.page_count, superblock.page_size
             )));
         }
         let in_range = |page: u64| page > 0 && page < superblock.page_count;

@@ -1,0 +1,224 @@
+//! How to open a database: [`Options`], their defaults and limits, and the check that they
+//! can work before anything is allocated.
+
+use crate::btree::node::{max_key_size, max_value_size};
+use crate::buffer::{BufferConfig, FRAME_HEADER_AREA};
+use crate::error::{Error, Result};
+
+/// Default page size: 16 KiB, as in the LeanStore paper. Large enough for keys of 1 KiB and
+/// values of 4 KiB with room for several per leaf, small enough that a random read of one
+/// page costs little more than the device's minimum I/O.
+pub const DEFAULT_PAGE_SIZE: usize = 16 * 1024;
+/// Longest key with the default page size (page size / 16).
+pub const MAX_KEY_SIZE: usize = max_key_size(DEFAULT_PAGE_SIZE);
+/// Longest value with the default page size (page size / 4).
+pub const MAX_VALUE_SIZE: usize = max_value_size(DEFAULT_PAGE_SIZE);
+/// Leaves a scan reads ahead at most, by default (512 KiB with 16 KiB pages).
+pub const DEFAULT_SCAN_PREFETCH: usize = 32;
+/// Smallest pool, in frames, that can hold a root-to-leaf path for a few threads, the tree
+/// roots and a cooling stage.
+pub const MIN_POOL_FRAMES: usize = 24;
+
+/// How to open a database. Build with [`Options::default`] and the setters.
+///
+/// Each pool frame takes one page plus a 512-byte header.
+///
+/// ```
+/// let options = leankv::Options::default()
+///     .pool_size(64 << 20)
+///     .cooling_fraction(0.1);
+/// assert_eq!(options.frames(), (64 << 20) / (16384 + 512));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    pool_size: usize,
+    pub(crate) page_size: usize,
+    cooling_fraction: f64,
+    pub(crate) direct_io: bool,
+    prefault: bool,
+    background_writer: bool,
+    scan_prefetch: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            pool_size: 1 << 30,
+            page_size: DEFAULT_PAGE_SIZE,
+            cooling_fraction: 0.1,
+            direct_io: true,
+            prefault: false,
+            background_writer: true,
+            scan_prefetch: DEFAULT_SCAN_PREFETCH,
+        }
+    }
+}
+
+impl Options {
+    /// Memory for the buffer pool in bytes (default 1 GiB). This is the engine's memory budget:
+    /// pages beyond it live on disk. Memory is only used as pages are loaded, unless
+    /// [`prefault`](Self::prefault) is set.
+    pub fn pool_size(mut self, bytes: usize) -> Self {
+        self.pool_size = bytes;
+        self
+    }
+
+    /// Page size for a *new* database: a power of two from 4 KiB to 64 KiB (default 16 KiB).
+    /// An existing database keeps the page size it was created with. Key and value limits
+    /// scale with it (page size / 16 and / 4).
+    pub fn page_size(mut self, bytes: usize) -> Self {
+        self.page_size = bytes;
+        self
+    }
+
+    /// Fraction of the pool kept in the cooling stage once it is full (default 0.1; the paper
+    /// finds 5–20% all good). Must lie in (0, 0.5].
+    pub fn cooling_fraction(mut self, fraction: f64) -> Self {
+        self.cooling_fraction = fraction;
+        self
+    }
+
+    /// Bypass the OS page cache with `O_DIRECT` where the file system supports it (default
+    /// on); `Stats::io_mode` tells what is in use.
+    pub fn direct_io(mut self, on: bool) -> Self {
+        self.direct_io = on;
+        self
+    }
+
+    /// Touch the whole pool at open, so no page fault of the OS happens later (default off).
+    pub fn prefault(mut self, on: bool) -> Self {
+        self.prefault = on;
+        self
+    }
+
+    /// Run a background thread that writes dirty pages ahead of eviction (default on).
+    pub fn background_writer(mut self, on: bool) -> Self {
+        self.background_writer = on;
+        self
+    }
+
+    /// Most leaves a range scan reads ahead once it runs through pages that are not in memory
+    /// (default 32; 0 turns read-ahead off). A scan starts with 2 and doubles the distance
+    /// with every leaf it crosses, so short scans do not read pages they never use.
+    pub fn scan_prefetch(mut self, leaves: usize) -> Self {
+        self.scan_prefetch = leaves;
+        self
+    }
+
+    /// Frames the pool will have with the configured page size.
+    pub fn frames(&self) -> usize {
+        self.pool_size / (FRAME_HEADER_AREA + self.page_size)
+    }
+
+    /// Checks that these options can work for pages of `page_size` bytes (the new database's,
+    /// or the one an existing database was created with) and derives the pool's set-up.
+    pub(crate) fn validate(&self, page_size: usize) -> Result<BufferConfig> {
+        if !crate::io::page::valid_page_size(self.page_size) {
+            return Err(Error::InvalidOptions(format!(
+                "page size {} is not a power of two between 4096 and 65536",
+                self.page_size
+            )));
+        }
+        if !(self.cooling_fraction > 0.0 && self.cooling_fraction <= 0.5) {
+            return Err(Error::InvalidOptions(format!(
+                "cooling fraction {} is not in (0, 0.5]",
+                self.cooling_fraction
+            )));
+        }
+        let frames = self.pool_size / (FRAME_HEADER_AREA + page_size);
+        if frames < MIN_POOL_FRAMES {
+            return Err(Error::InvalidOptions(format!(
+                "pool of {} bytes holds {frames} frames of {page_size}-byte pages; at least \
+                 {MIN_POOL_FRAMES} are needed for root-to-leaf paths and the cooling stage",
+                self.pool_size
+            )));
+        }
+        let frames = u32::try_from(frames).map_err(|_| {
+            Error::InvalidOptions(format!("pool of {} bytes is too large", self.pool_size))
+        })?;
+        if self.prefault {
+            // Touching more memory than there is would end in the OOM killer, not an error.
+            if let Some(available) = available_memory() {
+                let pool_bytes = frames as u64 * (FRAME_HEADER_AREA + page_size) as u64;
+                if pool_bytes > available {
+                    return Err(Error::InvalidOptions(format!(
+                        "prefault of a {pool_bytes}-byte pool, but only {available} bytes of \
+                         memory are available"
+                    )));
+                }
+            }
+        }
+        Ok(BufferConfig {
+            page_size,
+            frames,
+            cooling_fraction: self.cooling_fraction,
+            prefault: self.prefault,
+            background_writer: self.background_writer,
+            pool_file: None,
+            prefetch_depth: self.scan_prefetch,
+        })
+    }
+}
+
+/// Memory this process may still use, in bytes: the smaller of the system's available memory
+/// and what the cgroup's limit leaves; `None` where neither can be read.
+fn available_memory() -> Option<u64> {
+    let system = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("MemAvailable:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .map(|kib| kib.saturating_mul(1024))
+        });
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{name}"))
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+    };
+    // "max" (no limit) does not parse and leaves the system figure.
+    let cgroup =
+        read("memory.max").map(|limit| limit.saturating_sub(read("memory.current").unwrap_or(0)));
+    match (system, cgroup) {
+        (Some(system), Some(cgroup)) => Some(system.min(cgroup)),
+        (system, cgroup) => system.or(cgroup),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_that_cannot_work_are_refused() {
+        let refused = |options: Options, page_size: usize| match options.validate(page_size) {
+            Err(Error::InvalidOptions(message)) => message,
+            other => panic!("accepted: {other:?}"),
+        };
+        let small = Options::default().pool_size(64 << 20);
+        assert!(refused(small.clone().page_size(5000), 5000).contains("power of two"));
+        assert!(refused(small.clone().page_size(1 << 17), 1 << 17).contains("power of two"));
+        assert!(
+            refused(small.clone().cooling_fraction(0.0), DEFAULT_PAGE_SIZE).contains("cooling")
+        );
+        assert!(
+            refused(small.clone().cooling_fraction(f64::NAN), DEFAULT_PAGE_SIZE)
+                .contains("cooling")
+        );
+        assert!(
+            refused(Options::default().pool_size(1 << 16), DEFAULT_PAGE_SIZE).contains("at least")
+        );
+        let memory = available_memory().expect("Linux reports available memory");
+        let too_big = Options::default()
+            .pool_size(usize::try_from(memory).unwrap().saturating_mul(2))
+            .prefault(true);
+        assert!(refused(too_big, DEFAULT_PAGE_SIZE).contains("available"));
+        assert!(small.prefault(true).validate(DEFAULT_PAGE_SIZE).is_ok());
+    }
+}
