@@ -229,17 +229,26 @@ impl<P: Policy> Db<P> {
         }
         let mut trees = shared.trees.lock();
         if let Some(tree) = trees.get(name) {
+            if !tree.has_handles() {
+                tree.attach()?;
+            }
             return Ok(Tree::new(shared.clone(), tree.clone()));
         }
         let mut root = Vec::new();
         let tree = if shared.catalog.lookup(name.as_bytes(), &mut root)? {
-            let root = <[u8; 8]>::try_from(root.as_slice()).map_err(|_| {
-                Error::corruption(
-                    shared.catalog.root_page_id(),
-                    format!("catalog entry of tree {name:?} is not a page id"),
-                )
-            })?;
-            BTree::open(&shared.bm, u64::from_le_bytes(root))?
+            let corrupt = |reason: String| Error::corruption(shared.catalog.root_page_id(), reason);
+            let root = <[u8; 8]>::try_from(root.as_slice())
+                .map(u64::from_le_bytes)
+                .map_err(|_| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
+            // Two trees on one root would be two copies of one page in the pool.
+            if root == shared.catalog.root_page_id()
+                || trees.values().any(|tree| tree.root_page_id() == root)
+            {
+                return Err(corrupt(format!(
+                    "tree {name:?} has the root page {root} of another tree"
+                )));
+            }
+            BTree::open(&shared.bm, root)?
         } else {
             let tree = BTree::create(&shared.bm)?;
             shared
@@ -357,6 +366,18 @@ impl<P: Policy> Drop for Db<P> {
 }
 
 impl<P: Policy> DbShared<P> {
+    /// Called when the last handle of `tree` is gone: its root may leave the pool (unless a
+    /// new handle came meanwhile). The catalog stays.
+    pub(crate) fn release(&self, tree: &Arc<BTree<P>>) {
+        if Arc::ptr_eq(tree, &self.catalog) {
+            return;
+        }
+        let _trees = self.trees.lock();
+        if !tree.has_handles() {
+            tree.detach();
+        }
+    }
+
     fn flush(&self) -> Result<()> {
         self.bm.flush()?;
         self.write_superblock()

@@ -22,9 +22,14 @@ pub struct Tree<P: Policy = Lean> {
 
 impl<P: Policy> Clone for Tree<P> {
     fn clone(&self) -> Self {
-        Tree {
-            db: self.db.clone(),
-            tree: self.tree.clone(),
+        Tree::new(self.db.clone(), self.tree.clone())
+    }
+}
+
+impl<P: Policy> Drop for Tree<P> {
+    fn drop(&mut self) {
+        if self.tree.drop_handle() {
+            self.db.release(&self.tree);
         }
     }
 }
@@ -35,7 +40,9 @@ thread_local! {
 }
 
 impl<P: Policy> Tree<P> {
+    /// A new handle; the tree's root is hot (see `BTree::attach`).
     pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>) -> Tree<P> {
+        tree.add_handle();
         Tree { db, tree }
     }
 

@@ -30,6 +30,7 @@ use crate::io::page::PageType;
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use node::{entry_size, Bound, Node, NodeMut};
 use split::{Incoming, Separator, SplitPlan};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Deepest tree a descent follows (a corrupt level field cannot loop forever).
@@ -38,8 +39,13 @@ const MAX_DEPTH: usize = 32;
 /// One B+-tree: a root page in the buffer pool.
 pub(crate) struct BTree<P: Policy> {
     bm: Arc<BufferManager<P>>,
-    root: FrameId,
+    /// The root's frame. Changes only while no handle uses the tree (see [`Self::attach`]),
+    /// so every operation, which runs through a handle, sees one value throughout.
+    root: AtomicU32,
     root_page_id: u64,
+    /// Handles (`Tree`s and their iterators) using this tree; at zero its root may leave the
+    /// pool.
+    handles: AtomicUsize,
 }
 
 /// A node reached by a descent and how it is held.
@@ -96,19 +102,62 @@ impl<P: Policy> BTree<P> {
         })?;
         Ok(BTree {
             bm: bm.clone(),
-            root,
+            root: AtomicU32::new(root),
             root_page_id,
+            handles: AtomicUsize::new(0),
         })
     }
 
     /// Opens the tree whose root is page `root_page_id`.
     pub(crate) fn open(bm: &Arc<BufferManager<P>>, root_page_id: u64) -> Result<BTree<P>> {
-        let root = bm.load_root(root_page_id, |page| Node::new(page).check_as_root())?;
+        let root = bm.load_root(root_page_id, Self::check_root)?;
         Ok(BTree {
             bm: bm.clone(),
-            root,
+            root: AtomicU32::new(root),
             root_page_id,
+            handles: AtomicUsize::new(0),
         })
+    }
+
+    fn check_root(page: crate::buffer::PageView<'_>) -> std::result::Result<(), String> {
+        Node::new(page).check_as_root()
+    }
+
+    /// The root's frame.
+    #[inline]
+    fn root(&self) -> FrameId {
+        self.root.load(Ordering::Acquire)
+    }
+
+    /// Counts a new handle.
+    pub(crate) fn add_handle(&self) {
+        self.handles.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts a dropped handle; true if it was the last.
+    pub(crate) fn drop_handle(&self) -> bool {
+        self.handles.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    pub(crate) fn has_handles(&self) -> bool {
+        self.handles.load(Ordering::Acquire) > 0
+    }
+
+    /// Lets the root leave the pool: the tree is not used until [`Self::attach`]. The caller
+    /// serializes `attach` and `detach` and has checked that no handle is left.
+    pub(crate) fn detach(&self) {
+        debug_assert!(!self.has_handles());
+        self.bm.release_root(self.root(), self.root_page_id);
+    }
+
+    /// Makes the root hot again (bringing it in if it left) before a handle uses the tree.
+    pub(crate) fn attach(&self) -> Result<()> {
+        debug_assert!(!self.has_handles());
+        let frame = self
+            .bm
+            .reclaim_root(self.root(), self.root_page_id, Self::check_root)?;
+        self.root.store(frame, Ordering::Release);
+        Ok(())
     }
 
     pub(crate) fn root_page_id(&self) -> u64 {
@@ -143,7 +192,7 @@ impl<P: Policy> BTree<P> {
     }
 
     fn descend_optimistic(&self, key: &[u8], bound: Bound, level: u16) -> Attempt<Held<'_>> {
-        let mut frame = self.root;
+        let mut frame = self.root();
         let mut version = self.bm.frame(frame).latch.optimistic()?;
         for _ in 0..MAX_DEPTH {
             self.bm.touch(frame);
@@ -191,7 +240,7 @@ impl<P: Policy> BTree<P> {
         level: u16,
         intent: Intent,
     ) -> Attempt<Held<'_>> {
-        let mut frame = self.root;
+        let mut frame = self.root();
         self.bm.touch(frame);
         let mut guard = self.bm.frame(frame).latch.lock_shared();
         if self.node(frame).level() == level && intent == Intent::Write {
@@ -404,7 +453,7 @@ impl<P: Policy> BTree<P> {
             }
             NodeMut::new(self.bm.page_mut(frame, &guard)).remove_at(index);
             self.bm.frame(frame).set_dirty(true);
-            if frame != self.root && underfull(&self.node(frame), page_size) {
+            if frame != self.root() && underfull(&self.node(frame), page_size) {
                 return Ok(Removal::Merge(frame));
             }
             Ok(Removal::Done(true))
@@ -423,7 +472,7 @@ impl<P: Policy> BTree<P> {
     fn merge_upwards(&self, mut frame: FrameId, key: &[u8]) -> Result<()> {
         for _ in 0..MAX_DEPTH {
             match self.bm.run(|mode| self.merge(frame, key, mode))? {
-                Some(parent) if parent == self.root => {
+                Some(parent) if parent == self.root() => {
                     self.bm.run(|_| self.collapse_root())?;
                     return Ok(());
                 }
@@ -453,7 +502,7 @@ impl<P: Policy> BTree<P> {
         mode: LatchMode,
     ) -> Attempt<Option<ParentAndChild<'_>>> {
         let level = self.level_of(target)?;
-        if level >= self.level_of(self.root)? {
+        if level >= self.level_of(self.root())? {
             return Ok(None);
         }
         let (parent, parent_guard) = self.descend_exclusive(key, level + 1, mode)?;
@@ -487,7 +536,7 @@ impl<P: Policy> BTree<P> {
         incoming: Incoming<'_>,
         mode: LatchMode,
     ) -> Attempt<()> {
-        if target == self.root {
+        if target == self.root() {
             let guard = self.bm.frame(target).latch.lock_exclusive();
             if split::has_room(&self.node(target), incoming) {
                 return Ok(());
@@ -613,7 +662,7 @@ impl<P: Policy> BTree<P> {
     /// Splits the root in place so that `incoming` fits: its entries move into two new
     /// children and the root becomes an inner node one level up, keeping its page id.
     fn split_root(&self, guard: ExclusiveGuard<'_>, incoming: Incoming<'_>) -> Attempt<()> {
-        let root = self.root;
+        let root = self.root();
         let node = self.node(root);
         if node.level() >= node::MAX_LEVEL {
             return Err(self.corrupt(root));
@@ -662,7 +711,7 @@ impl<P: Policy> BTree<P> {
     /// parent if a merge happened and the parent is now underfull (or is a root with one
     /// child).
     fn merge(&self, target: FrameId, key: &[u8], mode: LatchMode) -> Attempt<Option<FrameId>> {
-        if target == self.root {
+        if target == self.root() {
             return Ok(None);
         }
         let Some(ParentAndChild {
@@ -749,7 +798,7 @@ impl<P: Policy> BTree<P> {
         self.bm.frame(right).set_dirty(true);
         self.bm.delete_page(left, left_guard);
         let parent_node = self.node(parent);
-        let parent_underfull = if parent == self.root {
+        let parent_underfull = if parent == self.root() {
             parent_node.count() == 0
         } else {
             underfull(&parent_node, page_size)
@@ -760,8 +809,8 @@ impl<P: Policy> BTree<P> {
     /// If the root is an inner node with a single (swizzled) child, pulls that child's
     /// contents into the root, lowering the tree by one level.
     fn collapse_root(&self) -> Attempt<()> {
-        let guard = self.bm.frame(self.root).latch.lock_exclusive();
-        let root = self.node(self.root);
+        let guard = self.bm.frame(self.root()).latch.lock_exclusive();
+        let root = self.node(self.root());
         if root.is_leaf() || root.count() > 0 {
             return Ok(());
         }
@@ -774,15 +823,15 @@ impl<P: Policy> BTree<P> {
             return Ok(());
         }
         let child_node = self.node(child);
-        NodeMut::new(self.bm.page_mut(self.root, &guard)).rebuild(
+        NodeMut::new(self.bm.page_mut(self.root(), &guard)).rebuild(
             child_node.level(),
             None,
             None,
             child_node.child_word(child_node.count()),
             child_node.entries(0..child_node.count()),
         );
-        self.adopt_children(self.root);
-        self.bm.frame(self.root).set_dirty(true);
+        self.adopt_children(self.root());
+        self.bm.frame(self.root()).set_dirty(true);
         self.bm.delete_page(child, child_guard);
         Ok(())
     }
@@ -861,7 +910,7 @@ impl<P: Policy> BTree<P> {
         ahead: usize,
     ) -> Result<()> {
         let wanted = self.bm.run(|mode| {
-            if self.level_of(self.root)? == 0 {
+            if self.level_of(self.root())? == 0 {
                 return Ok(None);
             }
             self.read_node(start, bound, 1, mode, |parent| {

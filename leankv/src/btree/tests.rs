@@ -150,7 +150,7 @@ fn pessimistic_splits_and_merges<P: Policy>() {
             .run(|_| tree.merge(frame, &k, LatchMode::Pessimistic))
             .unwrap()
         {
-            if parent == tree.root {
+            if parent == tree.root() {
                 tree.bm.run(|_| tree.collapse_root()).unwrap();
                 break;
             }
@@ -159,5 +159,5 @@ fn pessimistic_splits_and_merges<P: Policy>() {
     }
     let mut buffer = Vec::new();
     assert!((0..3_000).all(|n| !tree.lookup(&key(n), &mut buffer).unwrap()));
-    assert!(tree.node(tree.root).level() <= 1, "merges shrank the tree");
+    assert!(tree.node(tree.root()).level() <= 1, "merges shrank the tree");
 }

@@ -448,6 +448,40 @@ impl<P: Policy> BufferManager<P> {
         self.epochs.retire(frame);
     }
 
+    /// Marks the hot root `page_id` in `frame` as used by no one: replacement may now cool it
+    /// once its children are cooled. Its tree calls [`Self::reclaim_root`] before use.
+    pub(crate) fn release_root(&self, frame: FrameId, page_id: u64) {
+        let header = self.frame(frame);
+        let guard = header.latch.lock_exclusive();
+        if header.state() == FrameState::Hot
+            && header.page_id() == page_id
+            && header.parent().is_none()
+        {
+            header.set_unused_root(&guard, true);
+        }
+    }
+
+    /// The frame of root `page_id` for a tree about to be used again: `frame`, where it was
+    /// released, if it is still hot there, or wherever [`Self::load_root`] brings it.
+    pub(crate) fn reclaim_root(
+        &self,
+        frame: FrameId,
+        page_id: u64,
+        accept: PageCheck,
+    ) -> Result<FrameId> {
+        let header = self.frame(frame);
+        let guard = header.latch.lock_exclusive();
+        if header.state() == FrameState::Hot
+            && header.page_id() == page_id
+            && header.parent().is_none()
+        {
+            header.set_unused_root(&guard, false);
+            return Ok(frame);
+        }
+        drop(guard);
+        self.load_root(page_id, accept)
+    }
+
     /// Brings in the page `page_id` for a tree root: hot, no parent, never unswizzled. Each
     /// root is loaded once per open database (the caller keeps it), so no other copy exists.
     /// `accept` checks that the page can be a root.
@@ -926,7 +960,7 @@ impl<P: Policy> BufferManager<P> {
         }
         let header = self.frame(candidate);
         let Some(parent) = header.parent() else {
-            return false; // roots stay hot
+            return self.try_cool_unused_root(candidate);
         };
         let parent_header = self.frame(parent);
         let Some(parent_guard) = parent_header.latch.try_lock_exclusive() else {
@@ -967,11 +1001,14 @@ impl<P: Policy> BufferManager<P> {
     /// table for the cooling stage. Its parent holds a page id either way and is not touched.
     fn try_untranslate(&self, frame: FrameId) -> bool {
         let header = self.frame(frame);
+        if header.parent().is_none() {
+            return self.try_cool_unused_root(frame);
+        }
         let Some(guard) = header.latch.try_lock_exclusive() else {
             return false;
         };
         if header.state() != FrameState::Hot || header.parent().is_none() {
-            return false; // roots stay hot
+            return false;
         }
         let page_id = header.page_id();
         let mut shard = self.translation.shard(page_id);
@@ -984,6 +1021,37 @@ impl<P: Policy> BufferManager<P> {
         header.set_state(FrameState::Cooling);
         stage.push_newest(&self.pool, frame, page_id);
         drop((stage, shard, guard));
+        self.cooled(frame);
+        true
+    }
+
+    /// Moves the root in `frame` to the cooling stage if no handle uses its tree and none of
+    /// its children is hot. Roots in use stay hot. No swip refers to a root (its tree finds
+    /// it again by page id, see [`Self::reclaim_root`]), so no parent changes.
+    fn try_cool_unused_root(&self, frame: FrameId) -> bool {
+        let header = self.frame(frame);
+        if !header.is_unused_root() {
+            return false;
+        }
+        let Some(guard) = header.latch.try_lock_exclusive() else {
+            return false;
+        };
+        if header.state() != FrameState::Hot
+            || !header.is_unused_root()
+            || header.parent().is_some()
+            || self.swizzled_child(frame).is_some()
+        {
+            return false;
+        }
+        let page_id = header.page_id();
+        let mut stage = self.cooling.lock();
+        header
+            .cooling_epoch
+            .store(self.epochs.current(), Ordering::Relaxed);
+        header.set_unused_root(&guard, false);
+        header.set_state(FrameState::Cooling);
+        stage.push_newest(&self.pool, frame, page_id);
+        drop((stage, guard));
         self.cooled(frame);
         true
     }

@@ -58,6 +58,9 @@ pub(crate) struct Frame {
     /// Set while a write-back of this frame is in progress: at most one at a time, so that
     /// an older image can never land on disk after a newer one.
     writing: AtomicBool,
+    /// Set on a hot tree root that no handle uses: replacement may cool it like any other
+    /// page (once its children are cooled). Changes only under the exclusive latch.
+    unused_root: AtomicBool,
 }
 
 const _: () = assert!(std::mem::size_of::<Frame>() <= FRAME_HEADER_AREA);
@@ -105,6 +108,15 @@ impl Frame {
 
     pub(crate) fn is_writing(&self) -> bool {
         self.writing.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_unused_root(&self) -> bool {
+        self.unused_root.load(Ordering::Acquire)
+    }
+
+    /// Caller holds the exclusive latch.
+    pub(crate) fn set_unused_root(&self, _guard: &ExclusiveGuard<'_>, unused: bool) {
+        self.unused_root.store(unused, Ordering::Release);
     }
 
     pub(crate) fn parent(&self) -> Option<FrameId> {
