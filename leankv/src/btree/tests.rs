@@ -159,5 +159,8 @@ fn pessimistic_splits_and_merges<P: Policy>() {
     }
     let mut buffer = Vec::new();
     assert!((0..3_000).all(|n| !tree.lookup(&key(n), &mut buffer).unwrap()));
-    assert!(tree.node(tree.root()).level() <= 1, "merges shrank the tree");
+    assert!(
+        tree.node(tree.root()).level() <= 1,
+        "merges shrank the tree"
+    );
 }
