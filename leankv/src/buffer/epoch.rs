@@ -17,11 +17,11 @@
 
 use super::pool::FrameId;
 use super::stats::{Counter, COUNTER_COUNT};
+use crate::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{thread_local, Mutex};
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// Local epoch of a thread that is not inside an operation.
@@ -29,7 +29,9 @@ const IDLE: u64 = u64::MAX;
 /// Deleted frames a thread keeps for its own reuse before handing them to the orphan list.
 const RETIRED_CACHE: usize = 16;
 
-static NEXT_REGISTRY_ID: AtomicU64 = AtomicU64::new(1);
+// Plain `std` even under loom: a registry tag, not part of the protocol (loom atomics cannot
+// be statics).
+static NEXT_REGISTRY_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 #[derive(Clone, Copy)]
 struct Retired {
@@ -364,3 +366,7 @@ mod tests {
         assert!(epochs.all_idle());
     }
 }
+
+#[cfg(all(test, loom))]
+#[path = "epoch_loom.rs"]
+mod loom_model;

@@ -27,9 +27,92 @@
 //! are the version, bumped by every exclusive unlock. Optimistic readers compare the version and
 //! exclusive bits only, so shared holders (who never write) do not invalidate them.
 
+pub(crate) mod atomic;
 mod latch;
+#[cfg(all(test, loom))]
+pub(crate) mod loom_latch;
 
 pub(crate) use latch::{ExclusiveGuard, HybridLatch, SharedGuard};
+
+// The mutex of the code that loom models (`buffer::epoch`): `parking_lot::Mutex` normally,
+// under `cfg(loom)` loom's mutex behind the same interface (`lock` returns the guard). A
+// `parking_lot` lock contended under loom would block the one OS thread loom runs on.
+#[cfg(loom)]
+pub(crate) use loom_shim::Mutex;
+#[cfg(not(loom))]
+pub(crate) use parking_lot::Mutex;
+
+/// `thread_local!` of the code that loom models: under `cfg(loom)` loom's, whose values are
+/// per model thread (loom runs all model threads on one OS thread). Loom's macro does not take
+/// a `const { .. }` initializer, and a value whose drop touches loom atomics must not be
+/// dropped while loom unwinds from a failed model (that aborts the test binary); this one
+/// drops the `const` and leaks values dropped during a panic.
+#[cfg(loom)]
+macro_rules! loom_thread_local {
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = const { $init:expr } $(;)?) => {
+        $crate::sync::thread_local!($(#[$attr])* $vis static $name: $t = $init);
+    };
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr $(;)?) => {
+        $(#[$attr])* $vis static $name: $crate::sync::loom_shim::LocalKey<$t> = {
+            loom::thread_local!(
+                static INNER: $crate::sync::loom_shim::LeakOnPanic<$t> =
+                    $crate::sync::loom_shim::LeakOnPanic::new($init)
+            );
+            $crate::sync::loom_shim::LocalKey(&INNER)
+        };
+    };
+}
+#[cfg(loom)]
+pub(crate) use loom_thread_local as thread_local;
+#[cfg(not(loom))]
+pub(crate) use std::thread_local;
+
+#[cfg(loom)]
+pub(crate) mod loom_shim {
+    use std::mem::ManuallyDrop;
+
+    /// `std::thread::LocalKey`'s `with`, over a loom thread-local.
+    pub(crate) struct LocalKey<T: 'static>(
+        pub(crate) &'static loom::thread::LocalKey<LeakOnPanic<T>>,
+    );
+
+    impl<T: 'static> LocalKey<T> {
+        pub(crate) fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
+            self.0.with(|value| f(&value.0))
+        }
+    }
+
+    /// A value that is dropped normally, but leaked when dropped during a panic.
+    pub(crate) struct LeakOnPanic<T>(ManuallyDrop<T>);
+
+    impl<T> LeakOnPanic<T> {
+        pub(crate) fn new(value: T) -> Self {
+            LeakOnPanic(ManuallyDrop::new(value))
+        }
+    }
+
+    impl<T> Drop for LeakOnPanic<T> {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                // SAFETY: dropped once, here; the field is not used afterwards.
+                unsafe { ManuallyDrop::drop(&mut self.0) }
+            }
+        }
+    }
+
+    /// `loom::sync::Mutex` with `parking_lot`'s infallible `lock`.
+    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Mutex(loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+            self.0.lock().expect("a loom model thread panicked")
+        }
+    }
+}
 
 /// Why an internal operation has to start over. Restarts are ordinary values handled by one
 /// bounded retry loop per public operation; they never unwind.
