@@ -164,7 +164,8 @@ fn frame_references_and_bad_levels_on_disk_are_corruption() {
     let model = database(dir.path(), 3_000);
     let pages = pages(dir.path());
     let inner = page_ids_of_type(&pages, INNER)[0];
-    let edits: [(&str, fn(&mut Vec<u8>)); 3] = [
+    type Edit = fn(&mut Vec<u8>);
+    let edits: [(&str, Edit); 3] = [
         ("a swizzled swip (frame 3)", |image| {
             image[UPPER_SWIP..UPPER_SWIP + 8].copy_from_slice(&(4u64 << 1).to_le_bytes())
         }),

@@ -168,9 +168,10 @@ impl<P: Policy> BTree<P> {
         Node::new(self.bm.page(frame))
     }
 
-    fn corrupt(&self, frame: FrameId) -> Restart {
+    fn corrupt(&self, frame: FrameId, reason: &'static str) -> Restart {
         Restart::Corrupt {
             page_id: self.bm.frame(frame).page_id(),
+            reason,
         }
     }
 
@@ -227,10 +228,10 @@ impl<P: Policy> BTree<P> {
                         page_id,
                     })
                 }
-                None => return Err(self.corrupt(frame)),
+                None => return Err(self.corrupt(frame, "malformed child reference")),
             }
         }
-        Err(self.corrupt(frame))
+        Err(self.corrupt(frame, "tree deeper than the depth limit"))
     }
 
     fn descend_pessimistic(
@@ -275,7 +276,9 @@ impl<P: Policy> BTree<P> {
                             return Err(Restart::Conflict);
                         }
                         if self.node(child).level() != level {
-                            return Err(self.corrupt(child));
+                            return Err(
+                                self.corrupt(child, "node level does not follow its parent's")
+                            );
                         }
                         return Ok(Held::Exclusive {
                             frame: child,
@@ -287,7 +290,7 @@ impl<P: Policy> BTree<P> {
                         return Err(Restart::Conflict);
                     }
                     if self.node(child).level() != node_level - 1 {
-                        return Err(self.corrupt(child));
+                        return Err(self.corrupt(child, "node level does not follow its parent's"));
                     }
                     guard = child_guard;
                     frame = child;
@@ -300,10 +303,10 @@ impl<P: Policy> BTree<P> {
                         page_id,
                     })
                 }
-                None => return Err(self.corrupt(frame)),
+                None => return Err(self.corrupt(frame, "malformed child reference")),
             }
         }
-        Err(self.corrupt(frame))
+        Err(self.corrupt(frame, "tree deeper than the depth limit"))
     }
 
     /// The node at `level` on `key`'s path, latched exclusively.
@@ -557,7 +560,7 @@ impl<P: Policy> BTree<P> {
             return Ok(());
         }
         let Some(plan) = split::plan(&node, incoming) else {
-            return Err(self.corrupt(target));
+            return Err(self.corrupt(target, "no split point makes room"));
         };
         let separator = plan.separator_key(&node, incoming.key).to_vec();
         let separator_entry = Incoming {
@@ -665,10 +668,10 @@ impl<P: Policy> BTree<P> {
         let root = self.root();
         let node = self.node(root);
         if node.level() >= node::MAX_LEVEL {
-            return Err(self.corrupt(root));
+            return Err(self.corrupt(root, "root split beyond the level limit"));
         }
         let Some(plan) = split::plan(&node, incoming) else {
-            return Err(self.corrupt(root));
+            return Err(self.corrupt(root, "no split point makes room"));
         };
         let separator = plan.separator_key(&node, incoming.key).to_vec();
         let page_type = node.page_type();
@@ -753,7 +756,7 @@ impl<P: Policy> BTree<P> {
                     page_id,
                 });
             }
-            None => return Err(self.corrupt(parent)),
+            None => return Err(self.corrupt(parent, "malformed child reference")),
         };
         let Some(sibling_guard) = self.bm.frame(sibling).latch.try_lock_exclusive() else {
             return Ok(None);

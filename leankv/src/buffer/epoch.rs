@@ -178,6 +178,16 @@ impl Epochs {
         self.global.load(Ordering::Acquire)
     }
 
+    /// The epoch to record for a frame the caller has just made unreachable (deleted or
+    /// unswizzled). The `SeqCst` fence orders the unlinking store before the epoch read, and
+    /// pairs with the fences of `pin` and `reclaim_bound`: a reader that can still see the old
+    /// reference is pinned at or below the recorded epoch when the bound is computed (a loom
+    /// model found readers missed without it).
+    pub(crate) fn epoch_after_unlink(&self) -> u64 {
+        fence(Ordering::SeqCst);
+        self.current()
+    }
+
     /// Moves the global epoch forward, so frames retired until now can become reclaimable.
     pub(crate) fn advance(&self) {
         self.global.fetch_add(1, Ordering::AcqRel);
@@ -212,7 +222,7 @@ impl Epochs {
     pub(crate) fn retire(self: &Arc<Self>, frame: FrameId) {
         let retired = Retired {
             frame,
-            epoch: self.current(),
+            epoch: self.epoch_after_unlink(),
         };
         let mut cache = self.local_slot().retired.lock();
         cache.push_back(retired);

@@ -62,12 +62,9 @@ impl World {
     }
 
     /// Makes the frame unreachable and retires it, inside an operation.
-    fn delete(&self, fence_before_retire: bool) {
+    fn delete(&self) {
         let guard = ManuallyDrop::new(self.epochs.pin());
         self.swip.store(NULL_SWIP, Ordering::Release);
-        if fence_before_retire {
-            fence(Ordering::SeqCst);
-        }
         self.epochs.retire(FRAME);
         drop(ManuallyDrop::into_inner(guard));
     }
@@ -103,7 +100,7 @@ fn loom_epoch_retired_frame_reused_by_its_thread_only_after_pinned_readers() {
             thread::spawn(move || world.read())
         };
         settle(spawned_first);
-        world.delete(false);
+        world.delete();
         world.epochs.advance();
         world.epochs.reclaim_bound();
         world.allocate();
@@ -113,7 +110,7 @@ fn loom_epoch_retired_frame_reused_by_its_thread_only_after_pinned_readers() {
 
 /// The per-thread path with the bound computed by another thread (`evict_batch` runs
 /// `reclaim_bound` on whichever thread evicts; `reuse_retired` reads the result).
-fn bound_from_other_thread(fence_before_retire: bool, same_operation: bool, spawned_first: bool) {
+fn bound_from_other_thread(same_operation: bool, spawned_first: bool) {
     let world = World::new();
     let reader = {
         let world = world.clone();
@@ -131,11 +128,11 @@ fn bound_from_other_thread(fence_before_retire: bool, same_operation: bool, spaw
         // Delete and allocate inside one pin (e.g. a structure change that frees one page and
         // needs another): no pin, and so no fence, between `retire` and `reuse_retired`.
         let guard = ManuallyDrop::new(world.epochs.pin());
-        world.delete(fence_before_retire);
+        world.delete();
         world.allocate();
         drop(ManuallyDrop::into_inner(guard));
     } else {
-        world.delete(fence_before_retire);
+        world.delete();
         world.allocate();
     }
     reader.join().unwrap();
@@ -145,7 +142,7 @@ fn bound_from_other_thread(fence_before_retire: bool, same_operation: bool, spaw
 /// The shared path (`evict_batch`): the deleter retires the frame and exits, its cache moves
 /// to the orphan list; another thread advances the epoch, computes the bound and reclaims
 /// orphans below it, while a reader runs.
-fn orphan_path(fence_before_retire: bool, spawned_first: bool) {
+fn orphan_path(spawned_first: bool) {
     let world = World::new();
     let reader = {
         let world = world.clone();
@@ -153,7 +150,7 @@ fn orphan_path(fence_before_retire: bool, spawned_first: bool) {
     };
     let deleter = {
         let world = world.clone();
-        thread::spawn(move || world.delete(fence_before_retire))
+        thread::spawn(move || world.delete())
     };
     settle(spawned_first);
     world.epochs.advance();
@@ -166,45 +163,27 @@ fn orphan_path(fence_before_retire: bool, spawned_first: bool) {
 }
 
 /// The bound computed on another thread, `reuse_retired` in the same operation as `retire`:
-/// safe as the code is (the deleter's own pin holds the bound at or below the retirement
-/// epoch until it unpins).
+/// safe (the deleter's own pin holds the bound at or below the retirement epoch until it
+/// unpins).
 #[test]
 fn loom_epoch_reuse_in_same_operation_with_bound_from_other_thread() {
-    model(|spawned_first| bound_from_other_thread(false, true, spawned_first));
+    model(|spawned_first| bound_from_other_thread(true, spawned_first));
 }
 
-/// With a `SeqCst` fence between making the frame unreachable and `retire` (which reads the
-/// epoch), a bound computed on another thread is safe on both paths: `reuse_retired` in a later
-/// operation, and the orphan list. This is the proposed fix; see the `_as_today` models.
+/// The bound computed on another thread, `reuse_retired` in a later operation, and the orphan
+/// path. Both need the `SeqCst` fence `retire` places between making the frame unreachable and
+/// reading the epoch: without it (as the code was) loom found a reader that loaded the old swip
+/// still reading the frame when it was handed out again. The reader's fence can come after
+/// the evictor's in the SC order (so the evictor read the reader's slot as idle) and yet before
+/// any fence of the deleter's that follows its swip store (so the reader still sees the old
+/// swip). C++20 allows it on any target; on x86 the locked instructions in `delete_page`
+/// happened to order them.
 #[test]
-fn loom_epoch_bound_from_other_thread_with_fence_before_retire() {
-    model(|spawned_first| bound_from_other_thread(true, false, spawned_first));
-}
-
-#[test]
-fn loom_epoch_orphan_path_with_fence_before_retire() {
-    model(|spawned_first| orphan_path(true, spawned_first));
-}
-
-/// As `delete_page` + `retire` are today: no `SeqCst` fence between the unswizzle and the
-/// epoch read that `retire` records. With the bound computed on another thread, loom finds a
-/// reader that loaded the old swip still reading the frame when it is handed out again, both
-/// when the deleter reuses it in a later operation (`reuse_retired` after another thread's
-/// `reclaim_bound`) and when it reaches the orphan list (thread exit) and an evicting thread
-/// reclaims it: the reader's fence can come after the evictor's in the SC order (so the evictor
-/// read the reader's slot as idle) and yet before any fence of the deleter's that follows its
-/// swip store (so the reader still sees the old swip). Allowed by C++20 on any target; on x86
-/// the locked instructions between the swip store and the epoch read in the real code
-/// (unlatching the deleted page in `delete_page`) happen to order them. Ignored so CI stays
-/// green until `Epochs::retire` gets the fence; run with `--ignored` to see it.
-#[test]
-#[ignore = "finds the missing SeqCst fence in Epochs::retire (issue 14)"]
-fn loom_epoch_bound_from_other_thread_as_today() {
-    model(|spawned_first| bound_from_other_thread(false, false, spawned_first));
+fn loom_epoch_bound_from_other_thread() {
+    model(|spawned_first| bound_from_other_thread(false, spawned_first));
 }
 
 #[test]
-#[ignore = "finds the missing SeqCst fence in Epochs::retire (issue 14)"]
-fn loom_epoch_orphan_path_as_today() {
-    model(|spawned_first| orphan_path(false, spawned_first));
+fn loom_epoch_orphan_path() {
+    model(|spawned_first| orphan_path(spawned_first));
 }

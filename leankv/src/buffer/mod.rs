@@ -385,8 +385,8 @@ impl<P: Policy> BufferManager<P> {
                     offset,
                     page_id,
                 }) => self.resolve_swip(frame, version, offset as usize, page_id)?,
-                Err(Restart::Corrupt { page_id }) => {
-                    return Err(Error::corruption(page_id, "malformed B-tree node"))
+                Err(Restart::Corrupt { page_id, reason }) => {
+                    return Err(Error::corruption(page_id, reason))
                 }
             }
         }
@@ -690,6 +690,11 @@ impl<P: Policy> BufferManager<P> {
         }
         let mut missing = Vec::with_capacity(children.len());
         for &(offset, page_id) in children {
+            // A page id read from a page: one beyond the file is left for the scan to meet
+            // (as corruption), not read ahead.
+            if !self.page_ids.lock().is_allocated(page_id) {
+                continue;
+            }
             let unswizzled = self
                 .page(parent)
                 .swip(offset)
@@ -984,12 +989,12 @@ impl<P: Policy> BufferManager<P> {
         };
         let page_id = header.page_id();
         let mut stage = self.cooling.lock();
-        header
-            .cooling_epoch
-            .store(self.epochs.current(), Ordering::Relaxed);
         header.set_state(FrameState::Cooling);
         self.page_mut(parent, &parent_guard)
             .set_swip(offset, Swip::unswizzled(page_id));
+        header
+            .cooling_epoch
+            .store(self.epochs.epoch_after_unlink(), Ordering::Relaxed);
         stage.push_newest(&self.pool, candidate, page_id);
         drop(stage);
         drop(guard);

@@ -133,7 +133,7 @@ pub(crate) enum Restart {
     },
     /// Page `page_id` is structurally broken (a check failed on consistent data): the
     /// operation ends with `Error::Corruption`.
-    Corrupt { page_id: u64 },
+    Corrupt { page_id: u64, reason: &'static str },
 }
 
 /// How an operation latches the pages it reads.
