@@ -388,6 +388,11 @@ impl<P: Policy> DbShared<P> {
         let page_size = self.bm.page_size();
         let (page_count, free) = self.bm.page_allocation();
         let free_list_head = crate::buffer::save_free_list(storage, page_size, &free)?;
+        // Pages allocated and freed before ever being written lie beyond the end of the file;
+        // the superblock counts them, so the file must hold them (a shorter file is truncated).
+        storage
+            .extend_to(page_count * page_size as u64)
+            .map_err(|e| Error::io("extending the page file", e))?;
         let mut page = AlignedBuf::new(page_size);
         Superblock {
             page_size: page_size as u32,

@@ -139,6 +139,19 @@ pub(crate) fn entry_size(leaf: bool, key_len: usize, value_len: usize) -> usize 
     }
 }
 
+/// The 16-bit field for heap bytes at `offset` of which `len` are used. An empty allocation in
+/// an empty 64 KiB node sits at offset 65536, which the field cannot hold; it stores 0 (an
+/// empty slice is the same anywhere, and the node check does not place empty entries).
+fn offset_field(offset: usize, len: usize) -> u16 {
+    match u16::try_from(offset) {
+        Ok(field) => field,
+        Err(_) => {
+            debug_assert_eq!(len, 0, "heap offset {offset} beyond 16 bits");
+            0
+        }
+    }
+}
+
 /// Space a node with these fences and no entries uses.
 fn empty_size(leaf: bool, lower: Option<&[u8]>, upper: Option<&[u8]>) -> usize {
     SLOTS
@@ -455,7 +468,8 @@ impl<'a> Node<'a> {
                 continue;
             }
             let (offset, fence_len) = (usize::from(self.page.u16(at)), usize::from(fence_len));
-            if offset < heap || offset + fence_len > len || fence_len > max_key {
+            let placed = fence_len == 0 || (offset >= heap && offset + fence_len <= len);
+            if !placed || fence_len > max_key {
                 return Err("fence key outside the heap or too long".into());
             }
             live += heap_len(leaf, fence_len);
@@ -477,7 +491,8 @@ impl<'a> Node<'a> {
                 return Err(format!("entry {index} exceeds the size limits"));
             }
             let heap_bytes = self.entry_size(index) - SLOT_SIZE;
-            if self.key_offset(index) < heap || self.key_offset(index) + heap_bytes > len {
+            let offset = self.key_offset(index);
+            if heap_bytes > 0 && (offset < heap || offset + heap_bytes > len) {
                 return Err(format!("entry {index} outside the heap"));
             }
             live += heap_bytes;
@@ -632,7 +647,7 @@ impl<'a> NodeMut<'a> {
                 let leaf = self.view().is_leaf();
                 let offset = self.heap_alloc(heap_len(leaf, key.len()));
                 self.page.set_bytes(offset, key);
-                self.page.set_u16(at, offset as u16);
+                self.page.set_u16(at, offset_field(offset, key.len()));
                 self.page.set_u16(at + 2, key.len() as u16);
             }
         }
@@ -682,7 +697,8 @@ impl<'a> NodeMut<'a> {
         let slot = SLOTS + index * SLOT_SIZE;
         self.page
             .copy_within(slot, slot + SLOT_SIZE, (count - index) * SLOT_SIZE);
-        self.page.set_u16(slot, offset as u16);
+        self.page
+            .set_u16(slot, offset_field(offset, key_space + value.len()));
         self.page.set_u16(slot + 2, key.len() as u16);
         self.page.set_u16(slot + 4, value.len() as u16);
         let head = key_head(key, self.view().head_offset());

@@ -7,13 +7,19 @@
 //! swizzles them. The in-flight table maps a page id to the read currently bringing it in, so
 //! that many threads faulting on one page cause one read.
 //!
+//! It also keeps the set of resident pages (held by a frame, hot or cooling). Pages become and
+//! stop being resident only on the cold path (a read completes, a page is allocated, evicted
+//! or deleted), so the set costs nothing on hits and cooling hits; it is what tells a second
+//! reference to a page already in the pool (a damaged file) from a page to read.
+//!
 //! Invariants (all under the owning mutex): a page id is in at most one of `index` and
 //! `in_flight`; a frame is in the FIFO exactly when it is in `index`, and then its state is
-//! `Cooling`. Only the cold path takes this mutex: hot-page accesses never touch it.
+//! `Cooling`; every page in `index` is resident, and no page in `in_flight` is. Only the cold
+//! path takes this mutex: hot-page accesses never touch it.
 
 use super::pool::{FrameId, Pool};
 use parking_lot::{Condvar, Mutex};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -47,6 +53,8 @@ pub(crate) struct CoolingStage {
     newest: Option<FrameId>,
     index: FxHashMap<u64, FrameId>,
     in_flight: FxHashMap<u64, Arc<InFlightRead>>,
+    /// Pages held by a frame, hot or cooling.
+    resident: FxHashSet<u64>,
 }
 
 fn link(frame: Option<FrameId>) -> u32 {
@@ -62,6 +70,25 @@ impl CoolingStage {
         self.index.len()
     }
 
+    /// Records that a frame now holds `page_id`; false if one already does or a read of it
+    /// is in flight (its frame would be a second copy).
+    #[must_use]
+    pub(crate) fn admit(&mut self, page_id: u64) -> bool {
+        !self.in_flight.contains_key(&page_id) && self.resident.insert(page_id)
+    }
+
+    /// Records that no frame holds `page_id` any more.
+    pub(crate) fn release(&mut self, page_id: u64) {
+        let removed = self.resident.remove(&page_id);
+        debug_assert!(removed, "page {page_id} was not resident");
+        debug_assert!(!self.index.contains_key(&page_id));
+    }
+
+    /// Whether a frame holds `page_id` (hot or cooling).
+    pub(crate) fn is_resident(&self, page_id: u64) -> bool {
+        self.resident.contains(&page_id)
+    }
+
     pub(crate) fn lookup(&self, page_id: u64) -> Option<FrameId> {
         self.index.get(&page_id).copied()
     }
@@ -73,6 +100,7 @@ impl CoolingStage {
             "page {page_id} cooling twice"
         );
         debug_assert!(!self.in_flight.contains_key(&page_id));
+        debug_assert!(self.resident.contains(&page_id));
         let header = pool.frame(frame);
         header.fifo_prev.store(link(self.newest), Ordering::Relaxed);
         header.fifo_next.store(NO_LINK, Ordering::Relaxed);
@@ -124,6 +152,7 @@ impl CoolingStage {
 
     pub(crate) fn start_read(&mut self, page_id: u64) -> Arc<InFlightRead> {
         debug_assert!(!self.index.contains_key(&page_id));
+        debug_assert!(!self.resident.contains(&page_id));
         let read = Arc::new(InFlightRead::default());
         let previous = self.in_flight.insert(page_id, read.clone());
         debug_assert!(previous.is_none(), "two reads of page {page_id}");
@@ -144,6 +173,7 @@ mod tests {
         let pool = Pool::new(8, 4096, false, None).unwrap();
         let mut stage = CoolingStage::default();
         for frame in 0..5 {
+            assert!(stage.admit(100 + u64::from(frame)));
             stage.push_newest(&pool, frame, 100 + u64::from(frame));
         }
         assert_eq!(stage.oldest_frames(&pool, 10), vec![0, 1, 2, 3, 4]);
@@ -153,6 +183,8 @@ mod tests {
         assert_eq!(stage.oldest_frames(&pool, 10), vec![1, 3]);
         assert_eq!(stage.lookup(103), Some(3));
         assert_eq!(stage.lookup(102), None);
+        assert!(stage.admit(200));
+        assert!(!stage.admit(200), "admitted twice");
         stage.push_newest(&pool, 0, 200);
         assert_eq!(stage.oldest_frames(&pool, 2), vec![1, 3]);
         assert_eq!(stage.oldest_frames(&pool, 10), vec![1, 3, 0]);

@@ -406,6 +406,14 @@ impl<P: Policy> BufferManager<P> {
             .or_else(|| self.pop_free_frame())
             .ok_or(Restart::NeedFrames)?;
         let page_id = self.page_ids.lock().allocate();
+        if !self.cooling.lock().admit(page_id) {
+            // Only a damaged free-page list hands out a page in use; the id stays allocated.
+            self.free_frames.lock().push(frame);
+            return Err(Restart::Corrupt {
+                page_id,
+                reason: "the free-page list holds a page in use",
+            });
+        }
         let header = self.frame(frame);
         // SAFETY: the frame came from the free list or this thread's retired cache and is
         // reachable from nowhere until the caller links it into a parent. Threads that probe
@@ -433,6 +441,7 @@ impl<P: Policy> BufferManager<P> {
         let header = self.frame(frame);
         debug_assert_eq!(header.state(), FrameState::Hot);
         let page_id = header.page_id();
+        self.cooling.lock().release(page_id);
         if !P::SWIZZLING {
             self.translation.shard(page_id).remove(&page_id);
         }
@@ -502,6 +511,12 @@ impl<P: Policy> BufferManager<P> {
                 drop(stage);
                 read.wait();
                 continue;
+            }
+            if stage.is_resident(page_id) {
+                return Err(Error::corruption(
+                    page_id,
+                    "tree root referenced from two places",
+                ));
             }
             let read = stage.start_read(page_id);
             drop(stage);
@@ -577,6 +592,13 @@ impl<P: Policy> BufferManager<P> {
             read.wait();
             return Ok(());
         }
+        if stage.is_resident(page_id) {
+            // Hot under another swip: two references to one page.
+            return Err(Error::corruption(
+                page_id,
+                "page referenced from two places",
+            ));
+        }
         let read = stage.start_read(page_id);
         drop((stage, shard, guard));
         self.complete_read(page_id, &read)
@@ -596,8 +618,18 @@ impl<P: Policy> BufferManager<P> {
     fn end_read(&self, page_id: u64, read: &InFlightRead, frame: Option<FrameId>) {
         let mut stage = self.cooling.lock();
         stage.end_read(page_id);
-        if let Some(frame) = frame {
-            stage.push_newest(&self.pool, frame, page_id);
+        match frame {
+            Some(frame) if stage.admit(page_id) => stage.push_newest(&self.pool, frame, page_id),
+            Some(frame) => {
+                // Allocated meanwhile through a damaged free-page list: this copy goes.
+                let header = self.frame(frame);
+                let guard = header.latch.lock_exclusive();
+                header.set_page_id(&guard, NO_PAGE);
+                header.set_state(FrameState::Free);
+                drop(guard);
+                self.free_frames.lock().push(frame);
+            }
+            None => {}
         }
         drop(stage);
         read.finish();
@@ -710,7 +742,7 @@ impl<P: Policy> BufferManager<P> {
                 continue;
             }
             let stage = self.cooling.lock();
-            if stage.lookup(page_id).is_none() && stage.in_flight(page_id).is_none() {
+            if !stage.is_resident(page_id) && stage.in_flight(page_id).is_none() {
                 missing.push(page_id);
             }
         }
@@ -725,7 +757,7 @@ impl<P: Policy> BufferManager<P> {
             // another scan may have requested some meanwhile.
             let mut stage = self.cooling.lock();
             for page_id in missing {
-                if stage.lookup(page_id).is_some() || stage.in_flight(page_id).is_some() {
+                if stage.is_resident(page_id) || stage.in_flight(page_id).is_some() {
                     continue;
                 }
                 let read = stage.start_read(page_id);
@@ -883,6 +915,7 @@ impl<P: Policy> BufferManager<P> {
                     continue;
                 }
                 stage.remove(&self.pool, frame, header.page_id());
+                stage.release(header.page_id());
                 header.set_page_id(&guard, NO_PAGE);
                 header.set_parent(None);
                 header.set_state(FrameState::Free);
@@ -1226,12 +1259,10 @@ impl<P: Policy> BufferManager<P> {
         while !self.epochs.all_idle() {
             std::thread::yield_now();
         }
-        if let Some(prefetcher) = self.prefetcher.lock().take() {
-            prefetcher.stop();
-        }
-        if let Some(writer) = self.writer.lock().take() {
-            writer.stop();
-        }
+        // Dropping them (outside their mutexes) stops their threads and waits for them.
+        let prefetcher = self.prefetcher.lock().take();
+        let writer = self.writer.lock().take();
+        drop((prefetcher, writer));
         if !P::EVICTS {
             return Ok(()); // the in-memory baselines keep nothing (they never reopen)
         }

@@ -62,21 +62,21 @@ impl Prefetcher {
             self.queue.ready.notify_one();
         }
     }
-
-    /// Finishes the queued reads and stops the threads.
-    pub(crate) fn stop(mut self) {
-        self.queue.jobs.lock().stop = true;
-        self.queue.ready.notify_all();
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl Drop for Prefetcher {
+    /// Stops the threads and waits for them, so that none outlives the database (a failed
+    /// open included); a prefetch thread that drops the last reference itself is not waited
+    /// for (it is about to end).
     fn drop(&mut self) {
         self.queue.jobs.lock().stop = true;
         self.queue.ready.notify_all();
+        let current = std::thread::current().id();
+        for thread in self.threads.drain(..) {
+            if thread.thread().id() != current {
+                let _ = thread.join();
+            }
+        }
     }
 }
 

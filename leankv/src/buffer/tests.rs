@@ -236,6 +236,9 @@ impl Storage for SlowStorage {
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.0.write_at(buf, offset)
     }
+    fn extend_to(&self, len: u64) -> std::io::Result<()> {
+        self.0.extend_to(len)
+    }
     fn sync(&self) -> std::io::Result<()> {
         Ok(())
     }

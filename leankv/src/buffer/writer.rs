@@ -54,21 +54,18 @@ impl BackgroundWriter {
         self.signal.state.lock().woken = true;
         self.signal.changed.notify_one();
     }
-
-    /// Stops the thread and waits for it.
-    pub(crate) fn stop(mut self) {
-        self.signal.state.lock().stop = true;
-        self.signal.changed.notify_one();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl Drop for BackgroundWriter {
+    /// Stops the thread and waits for it (unless it drops the last reference itself).
     fn drop(&mut self) {
         self.signal.state.lock().stop = true;
         self.signal.changed.notify_one();
+        if let Some(thread) = self.thread.take() {
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
     }
 }
 

@@ -137,6 +137,10 @@ impl Storage for FaultyStorage {
         }
     }
 
+    fn extend_to(&self, len: u64) -> Result<()> {
+        self.inner.extend_to(len)
+    }
+
     fn sync(&self) -> Result<()> {
         self.inner.sync()
     }

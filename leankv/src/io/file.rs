@@ -80,6 +80,25 @@ impl Storage for FileStorage {
         self.file.write_all_at(buf, offset)
     }
 
+    fn extend_to(&self, len: u64) -> Result<()> {
+        if self.len()? >= len {
+            return Ok(());
+        }
+        // Mode 0 only allocates and grows the size: it never shrinks the file or changes
+        // existing bytes.
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::OPNOTSUPP) => {}
+            Err(error) => return Err(error.into()),
+        }
+        // File systems without `fallocate`: `set_len` would cut a concurrent write past `len`
+        // short, so it runs only while the file is still shorter.
+        if self.len()? < len {
+            self.file.set_len(len)?;
+        }
+        Ok(())
+    }
+
     fn sync(&self) -> Result<()> {
         self.file.sync_data()
     }

@@ -38,6 +38,15 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    fn extend_to(&self, len: u64) -> Result<()> {
+        let len = usize::try_from(len).map_err(|_| Error::from(ErrorKind::InvalidInput))?;
+        let mut bytes = self.bytes.write();
+        if bytes.len() < len {
+            bytes.resize(len, 0);
+        }
+        Ok(())
+    }
+
     fn sync(&self) -> Result<()> {
         Ok(())
     }

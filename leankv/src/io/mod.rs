@@ -30,6 +30,9 @@ pub trait Storage: Send + Sync + 'static {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
     /// Writes all of `buf` at `offset`, growing the storage as needed.
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()>;
+    /// Grows the storage to at least `len` bytes, zero-filled; never shrinks it and never
+    /// changes bytes already there (concurrent writes beyond `len` stay).
+    fn extend_to(&self, len: u64) -> std::io::Result<()>;
     /// Makes every completed write durable.
     fn sync(&self) -> std::io::Result<()>;
     /// Current size in bytes.
