@@ -31,9 +31,9 @@ fn cases(target: Target) -> u64 {
     env_number(&own)
         .or_else(|| env_number("LEANKV_FUZZ_CASES"))
         .unwrap_or(match target {
-            Target::OpenFile => 600,
-            Target::Page => 400,
-            Target::Ops => 60,
+            Target::OpenFile => 4000,
+            Target::Page => 2500,
+            Target::Ops => 600,
         })
 }
 
