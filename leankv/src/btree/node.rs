@@ -515,6 +515,28 @@ impl<'a> Node<'a> {
                 len - heap
             ));
         }
+        // Every heap byte belongs to at most one key, value or fence: entries that share
+        // bytes would read as pairs that were never written.
+        let mut extents: Vec<(usize, usize)> = (0..count)
+            .map(|index| (self.key_offset(index), self.entry_size(index) - SLOT_SIZE))
+            .chain([LOWER_FENCE, UPPER_FENCE].into_iter().filter_map(|at| {
+                let fence_len = self.page.u16(at + 2);
+                (fence_len != NO_FENCE).then(|| {
+                    (
+                        usize::from(self.page.u16(at)),
+                        heap_len(leaf, fence_len.into()),
+                    )
+                })
+            }))
+            .filter(|&(_, extent_len)| extent_len > 0)
+            .collect();
+        extents.sort_unstable();
+        if extents
+            .windows(2)
+            .any(|pair| pair[0].0 + pair[0].1 > pair[1].0)
+        {
+            return Err("entries overlap in the heap".into());
+        }
         if count > 0 {
             if let Some(lower) = self.lower_fence() {
                 if self.key(0) <= lower {

@@ -1,0 +1,41 @@
+//! Failed opens leave no threads behind. Alone in its test binary, so that no other test's
+//! database threads are counted.
+//!
+//! Regression (found by the `open_file` fuzz target under LeakSanitizer): the background
+//! writer and the prefetch threads were signalled to stop when a failed open dropped its
+//! buffer manager, but not waited for.
+
+use leankv::io::{MemoryStorage, Storage};
+use std::sync::Arc;
+
+fn leankv_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("leankv-"))
+        .count()
+}
+
+#[test]
+fn failed_opens_leave_no_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(MemoryStorage::new());
+    let options = leankv::Options::default()
+        .page_size(4096)
+        .pool_size(64 * (4096 + 512));
+    let db = leankv::Db::open_with_storage(dir.path(), options.clone(), storage.clone()).unwrap();
+    db.open_tree("t").unwrap().insert(b"k", b"v").unwrap();
+    db.close().unwrap();
+    assert_eq!(leankv_threads(), 0, "close stops every thread");
+    // Damage the catalog root (page 1): opening fails when it is read, after the writer and
+    // the prefetch threads have started.
+    let mut page = vec![0u8; 4096];
+    storage.read_at(&mut page, 4096).unwrap();
+    page[100] ^= 1;
+    storage.write_at(&page, 4096).unwrap();
+    for _ in 0..20 {
+        let opened = leankv::Db::open_with_storage(dir.path(), options.clone(), storage.clone());
+        assert!(matches!(opened, Err(leankv::Error::Corruption { .. })));
+        assert_eq!(leankv_threads(), 0, "a failed open left threads running");
+    }
+}
