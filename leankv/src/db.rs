@@ -171,7 +171,7 @@ impl<P: Policy> Db<P> {
                 config.pool_file = Some(dir.join(POOL_FILE));
             }
             let bm = BufferManager::new(storage, &config, &kinds, 1, Vec::new())?;
-            let catalog = BTree::create(&bm)?;
+            let catalog = BTree::create(&bm).inspect_err(|_| bm.stop_threads())?;
             (bm, catalog)
         } else {
             let superblock = read_superblock(storage.as_ref(), &page_file)?;
@@ -198,7 +198,8 @@ impl<P: Policy> Db<P> {
                 superblock.page_count,
             )?;
             let bm = BufferManager::new(storage, &config, &kinds, superblock.page_count, free)?;
-            let catalog = BTree::open(&bm, superblock.catalog_root)?;
+            let catalog =
+                BTree::open(&bm, superblock.catalog_root).inspect_err(|_| bm.stop_threads())?;
             (bm, catalog)
         };
         let page_size = bm.page_size();
@@ -212,7 +213,7 @@ impl<P: Policy> Db<P> {
             max_value_size: btree::node::max_value_size(page_size),
         });
         if is_new {
-            shared.flush()?;
+            shared.flush().inspect_err(|_| shared.bm.stop_threads())?;
         }
         Ok(Db { shared })
     }

@@ -1252,6 +1252,15 @@ impl<P: Policy> BufferManager<P> {
         (ids.page_count(), ids.free_pages().to_vec())
     }
 
+    /// Stops the background writer and the prefetch threads and waits for them (also when
+    /// an open fails halfway: no thread may outlive it).
+    pub(crate) fn stop_threads(&self) {
+        // Dropped outside their mutexes.
+        let prefetcher = self.prefetcher.lock().take();
+        let writer = self.writer.lock().take();
+        drop((prefetcher, writer));
+    }
+
     /// Stops new operations, waits for running ones, stops the background writer and writes
     /// every dirty page. Later operations return `Error::Closed`.
     pub(crate) fn shut_down(&self) -> Result<()> {
@@ -1259,10 +1268,7 @@ impl<P: Policy> BufferManager<P> {
         while !self.epochs.all_idle() {
             std::thread::yield_now();
         }
-        // Dropping them (outside their mutexes) stops their threads and waits for them.
-        let prefetcher = self.prefetcher.lock().take();
-        let writer = self.writer.lock().take();
-        drop((prefetcher, writer));
+        self.stop_threads();
         if !P::EVICTS {
             return Ok(()); // the in-memory baselines keep nothing (they never reopen)
         }
