@@ -243,18 +243,28 @@ fn replay_dir(target: Target, dir: &str) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Writes the seed corpora `fuzz/corpus/<target>/seed-NN`: the first inputs of each
-/// target's generator (run with `--ignored` after changing the input format).
+/// The seed corpora `fuzz/corpus/<target>/seed-NN` are the first inputs of each target's
+/// generator: a changed input format shows here. `LEANKV_FUZZ_WRITE_SEEDS=1` rewrites them.
 #[test]
-#[ignore]
-fn write_seed_corpus() {
+fn seed_corpus_matches_the_generator() {
+    let write = std::env::var_os("LEANKV_FUZZ_WRITE_SEEDS").is_some();
     for target in Target::ALL {
         let dir = repo_dir().join("fuzz").join("corpus").join(target.name());
         std::fs::create_dir_all(&dir).unwrap();
         let mut rng = Rng(0x5eed ^ fnv(target.name().as_bytes()));
         for n in 0..16 {
             let data = generate(target, &mut rng);
-            std::fs::write(dir.join(format!("seed-{n:02}")), data).unwrap();
+            let path = dir.join(format!("seed-{n:02}"));
+            if write {
+                std::fs::write(&path, data).unwrap();
+            } else {
+                let stored = std::fs::read(&path).unwrap();
+                assert!(
+                    stored == data,
+                    "{} differs from the generator",
+                    path.display()
+                );
+            }
         }
     }
 }

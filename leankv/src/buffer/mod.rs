@@ -457,15 +457,19 @@ impl<P: Policy> BufferManager<P> {
         self.epochs.retire(frame);
     }
 
+    /// Whether `header`'s frame still holds root `page_id` hot (caller holds its latch).
+    fn holds_root(header: &Frame, page_id: u64) -> bool {
+        header.state() == FrameState::Hot
+            && header.page_id() == page_id
+            && header.parent().is_none()
+    }
+
     /// Marks the hot root `page_id` in `frame` as used by no one: replacement may now cool it
     /// once its children are cooled. Its tree calls [`Self::reclaim_root`] before use.
     pub(crate) fn release_root(&self, frame: FrameId, page_id: u64) {
         let header = self.frame(frame);
         let guard = header.latch.lock_exclusive();
-        if header.state() == FrameState::Hot
-            && header.page_id() == page_id
-            && header.parent().is_none()
-        {
+        if Self::holds_root(header, page_id) {
             header.set_unused_root(&guard, true);
         }
     }
@@ -480,10 +484,7 @@ impl<P: Policy> BufferManager<P> {
     ) -> Result<FrameId> {
         let header = self.frame(frame);
         let guard = header.latch.lock_exclusive();
-        if header.state() == FrameState::Hot
-            && header.page_id() == page_id
-            && header.parent().is_none()
-        {
+        if Self::holds_root(header, page_id) {
             header.set_unused_root(&guard, false);
             return Ok(frame);
         }
