@@ -40,7 +40,7 @@ pub(crate) use swip::{Swip, SwipTarget};
 use crate::error::{Error, Result};
 use crate::io::page::{self as page_format, PageType};
 use crate::io::{AlignedBuf, IoMode, Storage};
-use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart};
+use crate::sync::{Attempt, Event, ExclusiveGuard, LatchMode, Restart};
 use cooling::{CoolingStage, InFlightRead};
 use epoch::Epochs;
 use lru::LruList;
@@ -52,6 +52,7 @@ use prefetch::Prefetcher;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use translation::TranslationTable;
 use writer::BackgroundWriter;
 
@@ -91,10 +92,24 @@ const MAX_DEPTH: usize = 64;
 const OPTIMISTIC_ATTEMPTS: u32 = 16;
 /// Rounds of eviction a thread tries before declaring the pool exhausted.
 const MAX_EVICTION_ROUNDS: u32 = 100_000;
+/// Longest sleep of a thread waiting for another thread's page write (it is woken when a
+/// write ends; the bound only limits what a missed wake-up could cost).
+const WRITE_WAIT: Duration = Duration::from_millis(1);
 /// Most I/O threads that serve prefetch reads (each has one read outstanding).
 const MAX_PREFETCH_THREADS: usize = 16;
 /// Longest run of consecutive pages one prefetch read covers.
 const MAX_PREFETCH_RUN: usize = 32;
+
+/// What one round of [`BufferManager::evict_batch`] achieved.
+enum Eviction {
+    /// Frames were freed or a dirty page written: try again at once.
+    Progress,
+    /// The pages to free are being written by other threads; `seen` is the count of finished
+    /// writes taken before looking.
+    WritesPending { seen: u64 },
+    /// Nothing could be done now (contended latches, pages too young, nothing to cool).
+    Stalled,
+}
 
 /// Consecutive pages registered for one prefetch read, with their in-flight entries.
 pub(crate) type PrefetchRun = Vec<(u64, Arc<InFlightRead>)>;
@@ -128,6 +143,8 @@ pub(crate) struct BufferManager<P: Policy> {
     page_ids: Mutex<PageIds>,
     kinds: [Option<PageKind>; PageType::COUNT],
     cooling_target: usize,
+    /// Notified whenever a page write ends (its frame's `writing` claim is released).
+    writes_finished: Event,
     eviction_batch: usize,
     closed: AtomicBool,
     writer: Mutex<Option<BackgroundWriter>>,
@@ -185,6 +202,7 @@ impl<P: Policy> BufferManager<P> {
             page_ids: Mutex::new(PageIds::new(page_count, free_pages)),
             kinds: kinds_by_type,
             cooling_target,
+            writes_finished: Event::default(),
             eviction_batch,
             closed: AtomicBool::new(false),
             writer: Mutex::new(None),
@@ -865,9 +883,14 @@ impl<P: Policy> BufferManager<P> {
             if !P::EVICTS {
                 break;
             }
-            self.evict_batch()?;
-            if round > 8 {
-                std::thread::yield_now();
+            match self.evict_batch()? {
+                Eviction::Progress => {}
+                // The frames to free are being written by others: sleep until a write ends.
+                Eviction::WritesPending { seen } => {
+                    self.writes_finished.wait_past(seen, WRITE_WAIT);
+                }
+                Eviction::Stalled if round > 8 => std::thread::yield_now(),
+                Eviction::Stalled => {}
             }
         }
         Err(Error::PoolExhausted {
@@ -877,12 +900,12 @@ impl<P: Policy> BufferManager<P> {
 
     /// One round of replacement: reclaim retired frames, keep the cooling stage filled, and
     /// free frames from its old end (writing dirty ones first).
-    fn evict_batch(&self) -> Result<()> {
+    fn evict_batch(&self) -> Result<Eviction> {
         let bound = self.epochs.reclaim_bound();
         let reclaimed = self.epochs.reclaim_orphans(bound);
         if !reclaimed.is_empty() {
             self.free_frames.lock().extend(reclaimed);
-            return Ok(());
+            return Ok(Eviction::Progress);
         }
         // One refiller at a time, a few batches per call: evictors that each cooled the whole
         // deficit they saw could together cool up to one target per thread (16 threads: more
@@ -929,20 +952,38 @@ impl<P: Policy> BufferManager<P> {
         if too_young && freed.is_empty() {
             self.epochs.advance();
         }
-        if !freed.is_empty() {
-            self.count(Counter::Evictions, freed.len() as u64);
-            self.free_frames.lock().extend(freed);
-        } else if !dirty.is_empty() {
-            for &frame in dirty.iter().take(self.eviction_batch) {
-                self.write_back(frame, false)?;
-            }
-        }
         if !dirty.is_empty() {
             if let Some(writer) = self.writer.lock().as_ref() {
                 writer.wake();
             }
         }
-        Ok(())
+        if !freed.is_empty() {
+            self.count(Counter::Evictions, freed.len() as u64);
+            self.free_frames.lock().extend(freed);
+            return Ok(Eviction::Progress);
+        }
+        if dirty.is_empty() {
+            return Ok(Eviction::Stalled);
+        }
+        // Write the oldest dirty pages nobody is writing yet (several evicting threads write
+        // side by side); if others write them all, wait for those writes.
+        let seen = self.writes_finished.count();
+        let mut written = 0;
+        for &frame in &dirty {
+            if written == self.eviction_batch {
+                break;
+            }
+            if self.write_back(frame, false)? {
+                written += 1;
+            }
+        }
+        Ok(if written > 0 {
+            Eviction::Progress
+        } else if dirty.iter().any(|&frame| self.frame(frame).is_writing()) {
+            Eviction::WritesPending { seen }
+        } else {
+            Eviction::Stalled
+        })
     }
 
     /// Moves up to `wanted` hot pages into the cooling stage: random ones, or with LRU
@@ -1144,14 +1185,19 @@ impl<P: Policy> BufferManager<P> {
     /// by page ids; the dirty flag is cleared only if nothing changed since the copy.
     pub(crate) fn write_back(&self, frame: FrameId, wait: bool) -> Result<bool> {
         let header = self.frame(frame);
-        while !header.try_start_writing() {
+        loop {
+            let seen = self.writes_finished.count();
+            if header.try_start_writing() {
+                break;
+            }
             if !wait {
                 return Ok(false);
             }
-            std::thread::yield_now();
+            self.writes_finished.wait_past(seen, WRITE_WAIT);
         }
         let written = self.write_back_claimed(frame, wait);
         header.finish_writing();
+        self.writes_finished.notify();
         written
     }
 

@@ -1,5 +1,6 @@
-//! Synchronization primitives: the hybrid latch every buffer frame carries, and the `Restart`
-//! value that optimistic operations return when they must start over.
+//! Synchronization primitives: the hybrid latch every buffer frame carries, the `Restart`
+//! value that optimistic operations return when they must start over, and an event to sleep on
+//! while another thread finishes work this one needs.
 //!
 //! # Reading page bytes under an optimistic latch
 //!
@@ -28,10 +29,12 @@
 //! exclusive bits only, so shared holders (who never write) do not invalidate them.
 
 pub(crate) mod atomic;
+mod event;
 mod latch;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_latch;
 
+pub(crate) use event::Event;
 pub(crate) use latch::{ExclusiveGuard, HybridLatch, SharedGuard};
 
 // The mutex of the code that loom models (`buffer::epoch`): `parking_lot::Mutex` normally,
