@@ -4,8 +4,10 @@
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use leankv::policy::{HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Policy, Traditional};
-use leankv::{Db, Options, Tree};
+use leankv::ablations::{
+    Db, HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Policy, Traditional, Tree,
+};
+use leankv::Options;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
@@ -257,7 +259,7 @@ impl<P: Policy> LeanEngine<P> {
     /// mapped file in `dir`, sized for all data whatever the budget); the `MemoryStorage`
     /// behind them only holds the superblock.
     fn open_in_memory(dir: &Path, setup: &Setup) -> Result<Self> {
-        let storage = Arc::new(leankv::io::MemoryStorage::new());
+        let storage = Arc::new(leankv::testing::MemoryStorage::new());
         let mut options = setup.leankv_options().background_writer(false);
         if P::POOL_IN_FILE {
             let mapping = (setup.data_bytes as usize * 2).max(setup.pool_bytes);

@@ -7,7 +7,7 @@ use crate::report;
 use crate::workload::{key, Distribution, Sampler};
 use anyhow::{ensure, Result};
 use clap::Args;
-use leankv::policy::Traced;
+use leankv::ablations::Traced;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -406,10 +406,14 @@ pub fn policies(capacity: usize, trace: &[u64]) -> Vec<Box<dyn Replacement>> {
 /// the number of distinct pages the data occupies.
 fn record_trace(args: &SimArgs) -> Result<(Vec<u64>, usize)> {
     let scratch = tempfile::tempdir()?;
-    let storage = std::sync::Arc::new(leankv::io::MemoryStorage::new());
+    let storage = std::sync::Arc::new(leankv::testing::MemoryStorage::new());
     let estimate = (args.records as usize * (args.value_size + 8) * 3).max(64 << 20);
     let options = leankv::Options::default().pool_size(estimate);
-    let db = leankv::Db::<Traced>::open_with_storage_and_policy(scratch.path(), options, storage)?;
+    let db = leankv::ablations::Db::<Traced>::open_with_storage_and_policy(
+        scratch.path(),
+        options,
+        storage,
+    )?;
     let tree = db.open_tree("sim")?;
     let mut value = vec![0u8; args.value_size];
     for index in 0..args.records {

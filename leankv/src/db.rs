@@ -21,12 +21,16 @@ use crate::options::Options;
 use crate::tree::Tree;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::fmt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const PAGE_FILE: &str = "leankv.pages";
 const LOCK_FILE: &str = "LOCK";
+/// How the catalog's handle calls itself in `Debug` output (no tree can have this name: it is
+/// not a name the catalog maps, only a label).
+const CATALOG_NAME: &str = "<catalog>";
 /// The frames of the `Mmap` baseline policy, mapped from this file.
 const POOL_FILE: &str = "pool.mmap";
 
@@ -92,10 +96,23 @@ pub struct Stats {
 /// `Db` is `Send + Sync`; share it with `Arc` or share [`Tree`] handles, which may outlive
 /// it (they then return [`Error::Closed`]).
 ///
-/// The type parameter picks the buffer-management [`policy`](crate::policy); it exists for
-/// the benchmarks' ablations and baselines, and defaults to the engine itself, [`Lean`].
+/// Applications never name the type parameter: it defaults to the engine itself and exists
+/// for the benchmarks' ablations and baselines (feature `ablations`).
 pub struct Db<P: Policy = Lean> {
     shared: Arc<DbShared<P>>,
+}
+
+impl<P: Policy> fmt::Debug for Db<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut open_trees: Vec<String> = self.shared.trees.lock().keys().cloned().collect();
+        open_trees.sort();
+        f.debug_struct("Db")
+            .field("path", &self.shared.path)
+            .field("page_size", &self.shared.bm.page_size())
+            .field("pool_frames", &self.shared.bm.frame_count())
+            .field("open_trees", &open_trees)
+            .finish()
+    }
 }
 
 pub(crate) struct DbShared<P: Policy> {
@@ -112,38 +129,52 @@ impl Db {
     /// Opens the database in directory `dir`, creating the directory and an empty database if
     /// missing.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        Db::open_with_policy(dir, options)
+        Db::open_in(dir.as_ref(), options)
     }
 
     /// Opens a database whose pages live in `storage` (for instance a
-    /// [`FaultyStorage`](crate::io::FaultyStorage) in tests); `dir` only holds the lock file.
+    /// [`FaultyStorage`](crate::testing::FaultyStorage) in tests); `dir` only holds the lock
+    /// file. Feature `testing`.
+    #[cfg(feature = "testing")]
     pub fn open_with_storage(
         dir: impl AsRef<Path>,
         options: Options,
         storage: Arc<dyn Storage>,
     ) -> Result<Db> {
-        Db::open_with_storage_and_policy(dir, options, storage)
+        Db::open_on(dir.as_ref(), options, storage)
     }
 }
 
 impl<P: Policy> Db<P> {
     /// [`Db::open`] with buffer-management policy `P`, e.g.
-    /// `Db::<leankv::policy::Traditional>::open_with_policy(dir, options)`.
+    /// `Db::<leankv::ablations::Traditional>::open_with_policy(dir, options)`. Feature
+    /// `ablations`.
+    #[cfg(feature = "ablations")]
     pub fn open_with_policy(dir: impl AsRef<Path>, options: Options) -> Result<Db<P>> {
-        let dir = dir.as_ref();
+        Self::open_in(dir.as_ref(), options)
+    }
+
+    /// [`Db::open_with_storage`] with buffer-management policy `P`. Feature `ablations`.
+    #[cfg(feature = "ablations")]
+    pub fn open_with_storage_and_policy(
+        dir: impl AsRef<Path>,
+        options: Options,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Db<P>> {
+        Self::open_on(dir.as_ref(), options, storage)
+    }
+
+    /// Opens the database in `dir`, its pages in the page file there.
+    fn open_in(dir: &Path, options: Options) -> Result<Db<P>> {
         let lock = lock_directory(dir)?;
         let storage = FileStorage::open(&dir.join(PAGE_FILE), options.direct_io)
             .map_err(|e| Error::io("opening the page file", e))?;
         Self::open_locked(dir, lock, options, Arc::new(storage))
     }
 
-    /// [`Db::open_with_storage`] with buffer-management policy `P`.
-    pub fn open_with_storage_and_policy(
-        dir: impl AsRef<Path>,
-        options: Options,
-        storage: Arc<dyn Storage>,
-    ) -> Result<Db<P>> {
-        let dir = dir.as_ref();
+    /// Opens the database whose pages live in `storage`, locking `dir`.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    fn open_on(dir: &Path, options: Options, storage: Arc<dyn Storage>) -> Result<Db<P>> {
         let lock = lock_directory(dir)?;
         Self::open_locked(dir, lock, options, storage)
     }
@@ -233,7 +264,7 @@ impl<P: Policy> Db<P> {
             if !tree.has_handles() {
                 tree.attach()?;
             }
-            return Ok(Tree::new(shared.clone(), tree.clone()));
+            return Ok(Tree::new(shared.clone(), tree.clone(), name.into()));
         }
         let mut root = Vec::new();
         let tree = if shared.catalog.lookup(name.as_bytes(), &mut root)? {
@@ -259,7 +290,7 @@ impl<P: Policy> Db<P> {
         };
         let tree = Arc::new(tree);
         trees.insert(name.to_string(), tree.clone());
-        Ok(Tree::new(shared.clone(), tree))
+        Ok(Tree::new(shared.clone(), tree, name.into()))
     }
 
     /// Names of all trees, in byte order.
@@ -318,8 +349,9 @@ impl<P: Policy> Db<P> {
     }
 
     /// The page ids of every page access since the last call, in order, when the policy
-    /// records them ([`policy::Traced`](crate::policy::Traced)); empty otherwise. Input for
-    /// replacement-policy simulation.
+    /// records them ([`ablations::Traced`](crate::ablations::Traced)); empty otherwise. Input
+    /// for replacement-policy simulation. Feature `ablations`.
+    #[cfg(feature = "ablations")]
     pub fn take_access_trace(&self) -> Vec<u64> {
         self.shared.bm.take_trace()
     }
@@ -349,7 +381,11 @@ impl<P: Policy> Db<P> {
 
     /// The catalog as a tree handle (read-only use: names to root page ids).
     fn catalog(&self) -> Tree<P> {
-        Tree::new(self.shared.clone(), self.shared.catalog.clone())
+        Tree::new(
+            self.shared.clone(),
+            self.shared.catalog.clone(),
+            CATALOG_NAME.into(),
+        )
     }
 
     /// Writes everything and releases the directory. Handles still around return

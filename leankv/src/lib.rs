@@ -34,13 +34,12 @@ mod btree;
 mod buffer;
 mod db;
 mod error;
-pub mod io;
+mod io;
 mod options;
 mod sync;
 mod tree;
 
 pub use btree::check::IntegrityReport;
-pub use buffer::policy;
 pub use db::{Db, Stats};
 pub use error::{Error, Result};
 pub use io::IoMode;
@@ -49,3 +48,19 @@ pub use options::{
     MIN_POOL_FRAMES,
 };
 pub use tree::{Range, Tree};
+
+/// The buffer-management policies behind the benchmarks' ablations and baselines, and the
+/// database types generic over them (feature `ablations`; not for applications).
+#[cfg(feature = "ablations")]
+pub mod ablations {
+    pub use crate::buffer::policy::*;
+    pub use crate::db::Db;
+    pub use crate::tree::{Range, Tree};
+}
+
+/// The storage seam under the page file, with in-memory and fault-injecting implementations,
+/// for tests (feature `testing`; not for applications).
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::io::{FaultKind, FaultyStorage, FileStorage, MemoryStorage, Storage};
+}

@@ -8,6 +8,7 @@ use crate::db::DbShared;
 use crate::error::{Error, Result};
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::fmt;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
@@ -18,11 +19,21 @@ use std::sync::Arc;
 pub struct Tree<P: Policy = Lean> {
     db: Arc<DbShared<P>>,
     tree: Arc<BTree<P>>,
+    name: Arc<str>,
 }
 
 impl<P: Policy> Clone for Tree<P> {
     fn clone(&self) -> Self {
-        Tree::new(self.db.clone(), self.tree.clone())
+        Tree::new(self.db.clone(), self.tree.clone(), self.name.clone())
+    }
+}
+
+impl<P: Policy> fmt::Debug for Tree<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tree")
+            .field("name", &self.name)
+            .field("root_page", &self.tree.root_page_id())
+            .finish()
     }
 }
 
@@ -41,9 +52,9 @@ thread_local! {
 
 impl<P: Policy> Tree<P> {
     /// A new handle; the tree's root is hot (see `BTree::attach`).
-    pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>) -> Tree<P> {
+    pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>, name: Arc<str>) -> Tree<P> {
         tree.add_handle();
-        Tree { db, tree }
+        Tree { db, tree, name }
     }
 
     fn check_key(&self, key: &[u8]) -> Result<()> {
@@ -237,6 +248,31 @@ pub struct Range<P: Policy = Lean> {
     cursor: Cursor,
     batch: LeafBatch,
     buffered: VecDeque<(Vec<u8>, Vec<u8>)>,
+}
+
+impl<P: Policy> fmt::Debug for Range<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Range")
+            .field("tree", &self.tree.name)
+            .field("next", &KeyBound(&self.cursor.next))
+            .field("end", &KeyBound(&self.cursor.end))
+            .field("buffered", &self.buffered.len())
+            .field("finished", &self.cursor.finished)
+            .finish()
+    }
+}
+
+/// A bound shown with its key as escaped ASCII (`Included(user\x00)`), not a list of numbers.
+struct KeyBound<'a>(&'a Bound<Vec<u8>>);
+
+impl fmt::Debug for KeyBound<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Bound::Included(key) => write!(f, "Included({})", key.escape_ascii()),
+            Bound::Excluded(key) => write!(f, "Excluded({})", key.escape_ascii()),
+            Bound::Unbounded => write!(f, "Unbounded"),
+        }
+    }
 }
 
 /// Where a scan stands between steps: shared by [`Range`] and [`Tree::scan`].

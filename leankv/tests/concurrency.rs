@@ -5,7 +5,7 @@
 mod common;
 
 use common::{key, open, open_as, small, value_for};
-use leankv::policy::{HashTable, Lean, Lru, Policy, Traditional};
+use leankv::ablations::{HashTable, Lean, Lru, Policy, Traditional};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const STABLE: u64 = 3_000;
@@ -111,7 +111,7 @@ fn writers_readers_and_scanners<P: Policy>() {
     );
 
     // Verify everything, also after a reopen.
-    let verify = |tree: &leankv::Tree<P>| {
+    let verify = |tree: &leankv::ablations::Tree<P>| {
         let mut expected = std::collections::BTreeMap::new();
         for n in 0..STABLE {
             expected.insert(stable_key(n), value_for(n, 0, 64));

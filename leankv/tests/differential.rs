@@ -4,7 +4,7 @@
 mod common;
 
 use common::{open_as, small, value_for};
-use leankv::policy::{HashTable, Lean, Lru, Pessimistic, Policy, Traditional};
+use leankv::ablations::{HashTable, Lean, Lru, Pessimistic, Policy, Traditional};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -18,7 +18,7 @@ fn random_key(rng: &mut fastrand::Rng) -> Vec<u8> {
 }
 
 fn check_range<P: Policy>(
-    tree: &leankv::Tree<P>,
+    tree: &leankv::ablations::Tree<P>,
     model: &BTreeMap<Vec<u8>, Vec<u8>>,
     rng: &mut fastrand::Rng,
 ) {
@@ -149,8 +149,8 @@ fn default_pages_with_large_values() {
 /// database they would have to page in.
 #[test]
 fn in_memory_policies_are_maps_until_their_pool_is_full() {
-    never_evicting::<leankv::policy::InMemory>();
-    never_evicting::<leankv::policy::Mmap>();
+    never_evicting::<leankv::ablations::InMemory>();
+    never_evicting::<leankv::ablations::Mmap>();
 }
 
 fn never_evicting<P: Policy>() {
@@ -182,6 +182,6 @@ fn never_evicting<P: Policy>() {
     assert_eq!(all, model.into_iter().collect::<Vec<_>>());
     drop(tree);
     db.close().unwrap();
-    let reopened = leankv::Db::<P>::open_with_policy(dir.path(), small(64));
+    let reopened = leankv::ablations::Db::<P>::open_with_policy(dir.path(), small(64));
     assert!(matches!(reopened, Err(leankv::Error::InvalidOptions(_))));
 }

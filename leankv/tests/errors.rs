@@ -4,7 +4,7 @@
 mod common;
 
 use common::{key, open, small};
-use leankv::io::{FaultKind, FaultyStorage, FileStorage};
+use leankv::testing::{FaultKind, FaultyStorage, FileStorage};
 use leankv::{Db, Error, Options};
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! writer and the prefetch threads were signalled to stop when a failed open dropped its
 //! buffer manager, but not waited for.
 
-use leankv::io::{MemoryStorage, Storage};
+use leankv::testing::{MemoryStorage, Storage};
 use std::sync::Arc;
 
 fn leankv_threads() -> usize {

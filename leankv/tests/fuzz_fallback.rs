@@ -441,11 +441,11 @@ fn memory_db(
     page_size: usize,
 ) -> (
     tempfile::TempDir,
-    std::sync::Arc<leankv::io::MemoryStorage>,
+    std::sync::Arc<leankv::testing::MemoryStorage>,
     leankv::Options,
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let storage = std::sync::Arc::new(leankv::io::MemoryStorage::new());
+    let storage = std::sync::Arc::new(leankv::testing::MemoryStorage::new());
     let options = leankv::Options::default()
         .page_size(page_size)
         .pool_size(leankv::MIN_POOL_FRAMES * (page_size + 512))
@@ -502,7 +502,7 @@ fn finding_ops_64k_pages_empty_entry_offset_wraps_to_zero() {
 /// asserts no panic and no second copy, not which pairs come back.
 #[test]
 fn finding_open_file_root_overwritten_by_the_catalog_root_shares_its_children() {
-    use leankv::io::Storage;
+    use leankv::testing::Storage;
     let (dir, storage, options) = memory_db(4096);
     let db = leankv::Db::open_with_storage(
         dir.path(),
@@ -536,7 +536,7 @@ fn finding_open_file_root_overwritten_by_the_catalog_root_shares_its_children() 
     target[..4].copy_from_slice(&crc.to_le_bytes());
     for _ in 0..20 {
         let dir = tempfile::tempdir().unwrap();
-        let storage = std::sync::Arc::new(leankv::io::MemoryStorage::new());
+        let storage = std::sync::Arc::new(leankv::testing::MemoryStorage::new());
         storage.write_at(&file, 0).unwrap();
         let Ok(db) = leankv::Db::open_with_storage(dir.path(), options.clone(), storage) else {
             continue;
@@ -562,7 +562,7 @@ fn finding_open_file_root_overwritten_by_the_catalog_root_shares_its_children() 
 #[test]
 fn finding_page_compensating_length_edits_return_invented_pairs() {
     use fuzzing::nodes::{self, get_u16, set_u16};
-    use leankv::io::Storage;
+    use leankv::testing::Storage;
     let image = &fuzzing::image::page_images()[0];
     let written = &image.written["t"];
     let target = fuzzing::image::short_key(356);

@@ -354,6 +354,7 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// The page accesses recorded since the last call (tracing policies only).
+    #[cfg(feature = "ablations")]
     pub(crate) fn take_trace(&self) -> Vec<u64> {
         std::mem::take(&mut *self.trace.lock())
     }

@@ -41,10 +41,14 @@ impl Policy for Lean {
     const NAME: &'static str = "leankv";
 }
 
+// The policies below serve the benchmarks only (feature `ablations`).
+
+#[cfg(feature = "ablations")]
 /// leankv with any of its three techniques switched off (paper Fig. 7).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ablated<const SWIZZLING: bool, const LEAN_EVICTION: bool, const OPTIMISTIC: bool>;
 
+#[cfg(feature = "ablations")]
 impl<const S: bool, const E: bool, const O: bool> Policy for Ablated<S, E, O> {
     const NAME: &'static str = match (S, E, O) {
         (true, true, true) => "leankv",
@@ -61,40 +65,50 @@ impl<const S: bool, const E: bool, const O: bool> Policy for Ablated<S, E, O> {
     const OPTIMISTIC: bool = O;
 }
 
+#[cfg(feature = "ablations")]
 /// Page translation through a hash table instead of swips.
 pub type HashTable = Ablated<false, true, true>;
+#[cfg(feature = "ablations")]
 /// LRU replacement instead of random unswizzling and the cooling FIFO.
 pub type Lru = Ablated<true, false, true>;
+#[cfg(feature = "ablations")]
 /// Shared and exclusive latches instead of optimistic ones.
 pub type Pessimistic = Ablated<true, true, false>;
+#[cfg(feature = "ablations")]
 /// All three techniques off: a traditional buffer manager (the paper's "baseline").
 pub type Traditional = Ablated<false, false, false>;
 
+#[cfg(feature = "ablations")]
 /// [`Lean`] that also records the page id of every page access, in order.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Traced;
 
+#[cfg(feature = "ablations")]
 impl Policy for Traced {
     const NAME: &'static str = "leankv-traced";
     const TRACE: bool = true;
 }
 
+#[cfg(feature = "ablations")]
 /// The same tree with its nodes in an `mmap`ed file and no replacement of its own: the kernel
 /// decides what stays in memory (as LMDB-style engines do). The pool must be sized for all
 /// data; it costs address space and disk, and memory only as the kernel keeps pages.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Mmap;
 
+#[cfg(feature = "ablations")]
 impl Policy for Mmap {
     const NAME: &'static str = "mmap";
     const EVICTS: bool = false;
     const POOL_IN_FILE: bool = true;
 }
 
+#[cfg(feature = "ablations")]
 /// The same tree on plain memory, with no replacement at all: the pool must hold all data.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct InMemory;
 
+#[cfg(feature = "ablations")]
 impl Policy for InMemory {
     const NAME: &'static str = "inmem";
     const EVICTS: bool = false;

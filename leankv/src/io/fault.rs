@@ -49,7 +49,7 @@ impl Schedule {
 /// Wraps a [`Storage`] and makes chosen reads or writes misbehave.
 ///
 /// ```
-/// use leankv::io::{FaultKind, FaultyStorage, MemoryStorage, Storage};
+/// use leankv::testing::{FaultKind, FaultyStorage, MemoryStorage, Storage};
 /// use std::sync::Arc;
 /// let storage = FaultyStorage::new(Arc::new(MemoryStorage::new()));
 /// storage.fail_writes(0, 1, FaultKind::NoSpace);

@@ -10,14 +10,18 @@
 //! Invariant: no bytes read through this module are trusted before `page::verify` (or the
 //! superblock's own check) has accepted them.
 
+#[cfg(feature = "testing")]
 mod fault;
 mod file;
+#[cfg(feature = "testing")]
 mod memory;
 pub(crate) mod page;
 pub(crate) mod superblock;
 
+#[cfg(feature = "testing")]
 pub use fault::{FaultKind, FaultyStorage};
 pub use file::FileStorage;
+#[cfg(feature = "testing")]
 pub use memory::MemoryStorage;
 
 /// Alignment of every buffer handed to [`Storage`]: the logical block size direct I/O needs.

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use leankv::policy::Policy;
+use leankv::ablations::Policy;
 use leankv::{Db, Options};
 use std::path::Path;
 
@@ -18,8 +18,8 @@ pub fn open(dir: &Path, options: Options) -> Db {
 }
 
 /// `open` with buffer-management policy `P` (the benchmarks' ablations).
-pub fn open_as<P: Policy>(dir: &Path, options: Options) -> Db<P> {
-    Db::open_with_policy(dir, options).expect("open")
+pub fn open_as<P: Policy>(dir: &Path, options: Options) -> leankv::ablations::Db<P> {
+    leankv::ablations::Db::open_with_policy(dir, options).expect("open")
 }
 
 /// Deterministic value for `key` at `version`, of varying length.

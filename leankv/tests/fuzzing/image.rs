@@ -3,7 +3,7 @@
 
 use super::nodes::{self, get_u32, get_u64, parse_node, swip_page};
 use super::Pairs;
-use leankv::io::{MemoryStorage, Storage};
+use leankv::testing::{MemoryStorage, Storage};
 use leankv::{Db, Options};
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};

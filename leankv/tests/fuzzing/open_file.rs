@@ -15,7 +15,7 @@ use super::image::{self, Image, PageKind, CATALOG};
 use super::input::Input;
 use super::nodes::{self, get_u16, get_u32, get_u64, set_u32, set_u64, EditContext};
 use super::{lock_dir, Allowed, CaseResult, Finding, Kind, Oracle, Pairs, Summary};
-use leankv::io::{MemoryStorage, Storage};
+use leankv::testing::{MemoryStorage, Storage};
 use leankv::{Db, Options, MIN_POOL_FRAMES};
 use std::collections::BTreeSet;
 use std::ops::Bound;

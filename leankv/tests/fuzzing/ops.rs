@@ -11,7 +11,7 @@
 use super::input::Input;
 use super::nodes::show;
 use super::{finding, lock_dir, CaseResult, Finding, Kind, Summary};
-use leankv::io::{MemoryStorage, Storage};
+use leankv::testing::{MemoryStorage, Storage};
 use leankv::{Db, Error, Options, Tree, MIN_POOL_FRAMES};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;

@@ -12,7 +12,7 @@ use super::image::{self, PageKind};
 use super::input::Input;
 use super::nodes::{self, parse_node, show, EditContext};
 use super::{finding, lock_dir, Allowed, CaseResult, Kind, Oracle, Summary};
-use leankv::io::{MemoryStorage, Storage};
+use leankv::testing::{MemoryStorage, Storage};
 use leankv::{Db, Options, Tree, MIN_POOL_FRAMES};
 use std::ops::Bound;
 use std::sync::Arc;
