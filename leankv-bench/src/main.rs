@@ -1,6 +1,10 @@
 //! `leankv-bench`: the benchmark driver. Without arguments it runs the headline comparison
 //! (README's main job); subcommands run YCSB-style suites and TPC-C, measure the device with fio,
 //! render plots from result files and simulate replacement policies on page-access traces.
+//!
+//! Everything a run writes goes under one directory ignored by git, `bench-output/`
+//! (`--output-dir`): `results.jsonl`, one SVG per label and the loaded databases in `data/`.
+//! The tracked reference results in `bench/results/` change only with `--publish`.
 
 mod cgroup;
 mod device;
@@ -23,10 +27,18 @@ use std::time::Duration;
 use suite::{PoolSize, Suite};
 use workload::{Distribution, Mix};
 
+/// Where runs write results, plots and data unless told otherwise (ignored by git).
+const OUTPUT_DIR: &str = "bench-output";
+/// The published reference results (tracked by git), written only with `--publish`.
+const PUBLISHED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/results");
+
 #[derive(Parser)]
 #[command(
     version,
-    about = "Benchmarks for leankv: the engine vs. its ablations, baselines and peers"
+    about = "Benchmarks for leankv: the engine vs. its ablations, baselines and peers",
+    after_help = "Results, plots and loaded data go under bench-output/ (ignored by git; \
+                  --output-dir). The reference results in bench/results/ change only with \
+                  --publish. `device` (and `scan` unless --fio-seconds 0) need fio on PATH."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,6 +49,8 @@ struct Cli {
 enum Command {
     /// The headline (also the default): uniform lookups with data in memory on leankv, the
     /// in-memory tree and the traditional buffer manager, then leankv with data 5x the pool.
+    ///
+    /// Loaded data is removed at the end unless --keep-data is given.
     Headline {
         /// Records to load.
         #[arg(long, default_value_t = 2_000_000)]
@@ -44,6 +58,9 @@ enum Command {
         /// Seconds per measured run.
         #[arg(long, default_value_t = 10)]
         duration: u64,
+        /// Keep the loaded databases (under --dir) for the next invocation.
+        #[arg(long)]
+        keep_data: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -53,9 +70,12 @@ enum Command {
     /// and thread count, with a per-second time series and optional consistency checks.
     Tpcc(TpccArgs),
     /// Scans of a large and a small tree by two threads at once, per pool size (Fig. 12), with
-    /// the device's sequential read bandwidth measured before and after.
+    /// the device's sequential read bandwidth measured before and after (needs `fio` on PATH
+    /// unless --fio-seconds 0).
     Scan(ScanArgs),
-    /// Random-read IOPS and sequential read bandwidth of the data directory's device (fio).
+    /// Random-read IOPS and sequential read bandwidth of the data directory's device.
+    ///
+    /// Needs the `fio` tool on PATH (Debian/Ubuntu: apt-get install fio).
     Device {
         #[command(flatten)]
         common: CommonArgs,
@@ -71,15 +91,36 @@ enum Command {
 
 #[derive(Args, Clone)]
 struct CommonArgs {
-    /// Where databases are kept between runs (loads are reused).
-    #[arg(long, default_value = "bench-data")]
-    dir: PathBuf,
-    /// JSON-lines file every run is appended to.
-    #[arg(long, default_value = "bench/results/results.jsonl")]
-    results: PathBuf,
+    /// Directory for everything a run writes (results.jsonl, plots, data/); ignored by git.
+    #[arg(long, default_value = OUTPUT_DIR)]
+    output_dir: PathBuf,
+    /// Where databases are kept between runs, loads being reused [default: <output-dir>/data].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// JSON-lines file every run is appended to [default: <output-dir>/results.jsonl].
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// Also append the records to the published reference results (bench/results/results.jsonl,
+    /// tracked by git) and copy the plot there.
+    #[arg(long)]
+    publish: bool,
     /// Use O_DIRECT for leankv's page file (and direct reads for RocksDB).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     direct_io: bool,
+}
+
+impl CommonArgs {
+    fn data_dir(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .unwrap_or_else(|| self.output_dir.join("data"))
+    }
+
+    fn results(&self) -> PathBuf {
+        self.results
+            .clone()
+            .unwrap_or_else(|| self.output_dir.join("results.jsonl"))
+    }
 }
 
 #[derive(Args)]
@@ -201,13 +242,15 @@ fn main() -> Result<()> {
         Command::Headline {
             records,
             duration,
+            keep_data,
             common,
-        } => headline(records, duration, &common),
+        } => headline(records, duration, keep_data, &common),
         Command::Ycsb(args) => ycsb_suite(args),
         Command::Tpcc(args) => tpcc_runs(args),
         Command::Scan(args) => scan_runs(args),
         Command::Device { common, seconds } => {
-            device::measure(&common.dir, &common.results, seconds).map(drop)
+            let record = device::measure(&common.data_dir(), &common.results(), seconds)?;
+            publish(&common, std::slice::from_ref(&record), None)
         }
         Command::Plot(args) => plot_cmd::run(&args),
         Command::Sim(args) => sim::run(&args),
@@ -239,15 +282,43 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         cooling: args.cooling,
         direct_io: args.common.direct_io,
         memory_cap: args.memory_cap,
-        data_dir: args.common.dir,
-        results: args.common.results,
+        data_dir: args.common.data_dir(),
+        results: args.common.results(),
     };
-    suite::run(&suite)?;
+    let records = suite::run(&suite)?;
     println!(
         "results appended to {} (label {})",
         suite.results.display(),
         suite.label
     );
+    publish(&args.common, &records, None)
+}
+
+/// With `--publish`, appends `records` to the published results file and copies `plot`
+/// (if any) next to it.
+fn publish<T: serde::Serialize>(
+    common: &CommonArgs,
+    records: &[T],
+    plot: Option<&std::path::Path>,
+) -> Result<()> {
+    if !common.publish {
+        return Ok(());
+    }
+    let dir = std::path::Path::new(PUBLISHED_DIR);
+    let results = dir.join("results.jsonl");
+    for record in records {
+        report::append(&results, record)?;
+    }
+    println!(
+        "published {} records to {}",
+        records.len(),
+        results.display()
+    );
+    if let Some(plot) = plot {
+        let target = dir.join(plot.file_name().unwrap_or_default());
+        std::fs::copy(plot, &target)?;
+        println!("published the plot to {}", target.display());
+    }
     Ok(())
 }
 
@@ -265,24 +336,25 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         check: args.check,
         direct_io: args.common.direct_io,
         memory_cap: args.memory_cap,
-        data_dir: args.common.dir,
-        results: args.common.results,
+        data_dir: args.common.data_dir(),
+        results: args.common.results(),
     };
     let records = tpcc::run(&config)?;
     let title = format!("TPC-C, {} warehouses", config.warehouses);
-    plot_runs(&records, &config.results, &config.label, |values, path| {
+    let plot = plot_runs(&records, &config.results, &config.label, |values, path| {
         plot::tpcc_series(values, &title, path)
-    })
+    })?;
+    publish(&args.common, &records, Some(&plot))
 }
 
 /// Draws `records` (just appended to `results` under `label`) into `<label>.svg` next to the
-/// results file with `draw`, and says where both went.
+/// results file with `draw`, says where both went and returns the plot's path.
 fn plot_runs<T: serde::Serialize>(
     records: &[T],
     results: &std::path::Path,
     label: &str,
     draw: impl FnOnce(&[serde_json::Value], &std::path::Path) -> Result<()>,
-) -> Result<()> {
+) -> Result<PathBuf> {
     let plot_path = results.with_file_name(format!("{label}.svg"));
     let values: Vec<serde_json::Value> = records
         .iter()
@@ -294,7 +366,7 @@ fn plot_runs<T: serde::Serialize>(
         results.display(),
         plot_path.display()
     );
-    Ok(())
+    Ok(plot_path)
 }
 
 fn scan_runs(args: ScanArgs) -> Result<()> {
@@ -309,18 +381,19 @@ fn scan_runs(args: ScanArgs) -> Result<()> {
         duration: Duration::from_secs(args.duration),
         fio_seconds: args.fio_seconds,
         direct_io: args.common.direct_io,
-        data_dir: args.common.dir,
-        results: args.common.results,
+        data_dir: args.common.data_dir(),
+        results: args.common.results(),
     };
     let records = scan::run(&config)?;
-    plot_runs(&records, &config.results, &config.label, |values, path| {
+    let plot = plot_runs(&records, &config.results, &config.label, |values, path| {
         plot::scan_series(values, "concurrent scans of a large and a small tree", path)
-    })
+    })?;
+    publish(&args.common, &records, Some(&plot))
 }
 
 /// README's main job: in memory, leankv vs. the in-memory tree vs. a traditional buffer
 /// manager; beyond memory, leankv with a pool a fifth of the data. Table, JSON and a plot.
-fn headline(records: u64, duration: u64, common: &CommonArgs) -> Result<()> {
+fn headline(records: u64, duration: u64, keep_data: bool, common: &CommonArgs) -> Result<()> {
     let label = default_label("headline");
     let base = Suite {
         label: label.clone(),
@@ -340,9 +413,11 @@ fn headline(records: u64, duration: u64, common: &CommonArgs) -> Result<()> {
         cooling: vec![0.1],
         direct_io: common.direct_io,
         memory_cap: false,
-        data_dir: common.dir.clone(),
-        results: common.results.clone(),
+        data_dir: common.data_dir(),
+        results: common.results(),
     };
+    // Removes the loaded data on the way out (errors included) unless asked to keep it.
+    let _cleanup = (!keep_data).then(|| suite::RemoveOnDrop(suite::data_paths(&base)));
     println!("== in memory: {records} records, uniform lookups ==");
     let mut all = suite::run(&base)?;
     println!("\n== beyond memory: pool = data / 5 ==");
@@ -352,10 +427,12 @@ fn headline(records: u64, duration: u64, common: &CommonArgs) -> Result<()> {
         ..base
     })?);
     println!("\n== headline ==\n{}", suite::table(&all).render());
+    let base_results = common.results();
     let title = format!("uniform lookups, {records} records (leankv beyond memory: pool = data/5)");
-    plot_runs(&all, &common.results, &label, |values, path| {
+    let plot = plot_runs(&all, &base_results, &label, |values, path| {
         plot::engines(values, &title, plot_cmd::bar_label, path)
-    })
+    })?;
+    publish(common, &all, Some(&plot))
 }
 
 mod plot_cmd {
@@ -365,8 +442,8 @@ mod plot_cmd {
 
     #[derive(Args)]
     pub struct PlotArgs {
-        /// Results file to read.
-        #[arg(long, default_value = "bench/results/results.jsonl")]
+        /// Results file to read (the published ones: bench/results/results.jsonl).
+        #[arg(long, default_value = concat!("bench-output", "/results.jsonl"))]
         results: PathBuf,
         /// Records with this label (default: the label of the last record).
         #[arg(long)]

@@ -142,6 +142,36 @@ fn data_path(suite: &Suite, kind: EngineKind) -> PathBuf {
         .join(format!("{format}-{}x{}", suite.records, suite.value_size))
 }
 
+/// Every directory this suite loads data into (leankv's files serve as the size reference).
+pub fn data_paths(suite: &Suite) -> Vec<PathBuf> {
+    let mut paths = vec![data_path(suite, EngineKind::Leankv)];
+    for &kind in &suite.engines {
+        let path = data_path(suite, kind);
+        if !kind.loads_per_run() && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+/// Removes its directories when dropped, and their parents if that leaves them empty.
+pub struct RemoveOnDrop(pub Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            if path.exists() {
+                if let Err(error) = std::fs::remove_dir_all(path) {
+                    eprintln!("could not remove {}: {error}", path.display());
+                }
+            }
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::remove_dir(parent); // only if empty
+            }
+        }
+    }
+}
+
 /// Pool for loading: generous, so that loading measures inserts rather than eviction.
 fn load_setup(suite: &Suite) -> Setup {
     let estimate = suite.records as usize * (suite.value_size + 8) * 2;
