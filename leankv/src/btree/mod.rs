@@ -96,8 +96,8 @@ impl<P: Policy> BTree<P> {
     /// Creates an empty tree: a new root leaf, hot for as long as the tree is open.
     pub(crate) fn create(bm: &Arc<BufferManager<P>>) -> Result<BTree<P>> {
         let (root, root_page_id) = bm.run(|_| {
-            let (frame, guard) = bm.allocate_page(PageType::BTreeLeaf, None)?;
-            NodeMut::new(bm.page_mut(frame, &guard)).init(0, None, None);
+            let (frame, mut guard) = bm.allocate_page(PageType::BTreeLeaf, None)?;
+            NodeMut::new(bm.page_mut(frame, &mut guard)).init(0, None, None);
             Ok((frame, bm.frame(frame).page_id()))
         })?;
         Ok(BTree {
@@ -385,13 +385,13 @@ impl<P: Policy> BTree<P> {
         };
         loop {
             let full_leaf = self.bm.run(|mode| {
-                let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
+                let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
                 let leaf = self.node(frame);
                 let (index, found) = leaf.lower_bound(key);
                 if found && leaf.value(index).len() == value.len() {
-                    NodeMut::new(self.bm.page_mut(frame, &guard)).overwrite_value(index, value);
+                    NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
                 } else if split::has_room(&leaf, incoming) {
-                    let mut leaf = NodeMut::new(self.bm.page_mut(frame, &guard));
+                    let mut leaf = NodeMut::new(self.bm.page_mut(frame, &mut guard));
                     if found {
                         leaf.remove_at(index);
                     }
@@ -422,7 +422,7 @@ impl<P: Policy> BTree<P> {
     ) -> Result<Option<R>> {
         let mut modify = Some(modify);
         self.bm.run(|mode| {
-            let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
+            let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
             let leaf = self.node(frame);
             let (index, found) = leaf.lower_bound(key);
             if !found {
@@ -434,7 +434,7 @@ impl<P: Policy> BTree<P> {
                 .take()
                 .expect("nothing restarts after the latch is held");
             let result = modify(value);
-            NodeMut::new(self.bm.page_mut(frame, &guard)).overwrite_value(index, value);
+            NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
             self.bm.frame(frame).set_dirty(true);
             Ok(Some(result))
         })
@@ -449,12 +449,12 @@ impl<P: Policy> BTree<P> {
             if !exists {
                 return Ok(Removal::Done(false));
             }
-            let (frame, guard) = self.descend_exclusive(key, 0, mode)?;
+            let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
             let (index, found) = self.node(frame).lower_bound(key);
             if !found {
                 return Ok(Removal::Done(false));
             }
-            NodeMut::new(self.bm.page_mut(frame, &guard)).remove_at(index);
+            NodeMut::new(self.bm.page_mut(frame, &mut guard)).remove_at(index);
             self.bm.frame(frame).set_dirty(true);
             if frame != self.root() && underfull(&self.node(frame), page_size) {
                 return Ok(Removal::Merge(frame));
@@ -548,9 +548,9 @@ impl<P: Policy> BTree<P> {
         }
         let Some(ParentAndChild {
             parent,
-            parent_guard,
+            mut parent_guard,
             index,
-            child_guard: guard,
+            child_guard: mut guard,
         }) = self.latch_parent_and_child(target, key, mode)?
         else {
             return Ok(());
@@ -572,16 +572,16 @@ impl<P: Policy> BTree<P> {
             return self.split(parent, key, separator_entry, mode);
         }
         let entries_before = node.count();
-        let (left, left_guard) = self.bm.allocate_page(node.page_type(), Some(parent))?;
+        let (left, mut left_guard) = self.bm.allocate_page(node.page_type(), Some(parent))?;
         self.fill_halves(
-            (target, &guard),
+            (target, &mut guard),
             plan,
             &separator,
-            (left, &left_guard),
+            (left, &mut left_guard),
             None,
         );
         let left_word = self.bm.reference(left).to_le_bytes();
-        NodeMut::new(self.bm.page_mut(parent, &parent_guard))
+        NodeMut::new(self.bm.page_mut(parent, &mut parent_guard))
             .insert_at(index, &separator, &left_word);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(target).set_dirty(true);
@@ -608,11 +608,11 @@ impl<P: Policy> BTree<P> {
     /// follow.
     fn fill_halves(
         &self,
-        (source, source_guard): (FrameId, &ExclusiveGuard<'_>),
+        (source, source_guard): (FrameId, &mut ExclusiveGuard<'_>),
         plan: SplitPlan,
         separator: &[u8],
-        (left, left_guard): (FrameId, &ExclusiveGuard<'_>),
-        right: Option<(FrameId, &ExclusiveGuard<'_>)>,
+        (left, left_guard): (FrameId, &mut ExclusiveGuard<'_>),
+        right: Option<(FrameId, &mut ExclusiveGuard<'_>)>,
     ) {
         let node = self.node(source);
         let level = node.level();
@@ -630,6 +630,7 @@ impl<P: Policy> BTree<P> {
             left_upper,
             node.entries(0..plan.left_count),
         );
+        let separate_right = right.is_some();
         let (right_frame, right_page) = match right {
             Some((frame, guard)) => (frame, self.bm.page_mut(frame, guard)),
             None => (source, self.bm.page_mut(source, source_guard)),
@@ -642,7 +643,7 @@ impl<P: Policy> BTree<P> {
             node.entries(plan.right_start(leaf)..count),
         );
         self.adopt_children(left);
-        if right.is_some() {
+        if separate_right {
             self.adopt_children(right_frame);
         }
     }
@@ -664,7 +665,7 @@ impl<P: Policy> BTree<P> {
 
     /// Splits the root in place so that `incoming` fits: its entries move into two new
     /// children and the root becomes an inner node one level up, keeping its page id.
-    fn split_root(&self, guard: ExclusiveGuard<'_>, incoming: Incoming<'_>) -> Attempt<()> {
+    fn split_root(&self, mut guard: ExclusiveGuard<'_>, incoming: Incoming<'_>) -> Attempt<()> {
         let root = self.root();
         let node = self.node(root);
         if node.level() >= node::MAX_LEVEL {
@@ -675,8 +676,8 @@ impl<P: Policy> BTree<P> {
         };
         let separator = plan.separator_key(&node, incoming.key).to_vec();
         let page_type = node.page_type();
-        let (left, left_guard) = self.bm.allocate_page(page_type, Some(root))?;
-        let (right, right_guard) = match self.bm.allocate_page(page_type, Some(root)) {
+        let (left, mut left_guard) = self.bm.allocate_page(page_type, Some(root))?;
+        let (right, mut right_guard) = match self.bm.allocate_page(page_type, Some(root)) {
             Ok(allocated) => allocated,
             Err(restart) => {
                 self.bm.delete_page(left, left_guard);
@@ -684,14 +685,14 @@ impl<P: Policy> BTree<P> {
             }
         };
         self.fill_halves(
-            (root, &guard),
+            (root, &mut guard),
             plan,
             &separator,
-            (left, &left_guard),
-            Some((right, &right_guard)),
+            (left, &mut left_guard),
+            Some((right, &mut right_guard)),
         );
         let left_word = self.bm.reference(left).to_le_bytes();
-        NodeMut::new(self.bm.page_mut(root, &guard)).rebuild(
+        NodeMut::new(self.bm.page_mut(root, &mut guard)).rebuild(
             node.level() + 1,
             None,
             None,
@@ -719,7 +720,7 @@ impl<P: Policy> BTree<P> {
         }
         let Some(ParentAndChild {
             parent,
-            parent_guard,
+            mut parent_guard,
             index,
             child_guard: guard,
         }) = self.latch_parent_and_child(target, key, mode)?
@@ -764,7 +765,7 @@ impl<P: Policy> BTree<P> {
         if !self.bm.holds(sibling, sibling_word) {
             return Ok(None);
         }
-        let ((left, left_guard), (right, right_guard)) = if index < count {
+        let ((left, left_guard), (right, mut right_guard)) = if index < count {
             ((target, guard), (sibling, sibling_guard))
         } else {
             ((sibling, sibling_guard), (target, guard))
@@ -786,7 +787,7 @@ impl<P: Policy> BTree<P> {
         if size > page_size {
             return Ok(None);
         }
-        NodeMut::new(self.bm.page_mut(right, &right_guard)).rebuild(
+        NodeMut::new(self.bm.page_mut(right, &mut right_guard)).rebuild(
             right_node.level(),
             left_node.lower_fence(),
             right_node.upper_fence(),
@@ -796,7 +797,7 @@ impl<P: Policy> BTree<P> {
                 .chain(right_node.entries(0..right_node.count())),
         );
         self.adopt_children(right);
-        NodeMut::new(self.bm.page_mut(parent, &parent_guard)).remove_at(left_index);
+        NodeMut::new(self.bm.page_mut(parent, &mut parent_guard)).remove_at(left_index);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(right).set_dirty(true);
         self.bm.delete_page(left, left_guard);
@@ -812,7 +813,7 @@ impl<P: Policy> BTree<P> {
     /// If the root is an inner node with a single (swizzled) child, pulls that child's
     /// contents into the root, lowering the tree by one level.
     fn collapse_root(&self) -> Attempt<()> {
-        let guard = self.bm.frame(self.root()).latch.lock_exclusive();
+        let mut guard = self.bm.frame(self.root()).latch.lock_exclusive();
         let root = self.node(self.root());
         if root.is_leaf() || root.count() > 0 {
             return Ok(());
@@ -826,7 +827,7 @@ impl<P: Policy> BTree<P> {
             return Ok(());
         }
         let child_node = self.node(child);
-        NodeMut::new(self.bm.page_mut(self.root(), &guard)).rebuild(
+        NodeMut::new(self.bm.page_mut(self.root(), &mut guard)).rebuild(
             child_node.level(),
             None,
             None,

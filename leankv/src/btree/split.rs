@@ -32,7 +32,7 @@ use super::node::{heap_len, Node, SLOTS};
 pub(crate) struct Incoming<'k> {
     /// Its key (for a parent: the separator coming up from the child).
     pub(crate) key: &'k [u8],
-    /// Its size as [`entry_size`] counts it.
+    /// Its size as `entry_size` counts it.
     pub(crate) size: usize,
 }
 

@@ -74,10 +74,11 @@ fn pessimistic_descents<P: Policy>() {
     for n in (0..count).step_by(2) {
         tree.bm
             .run(|_| {
-                let (frame, guard) = tree.descend_exclusive(&key(n), 0, LatchMode::Pessimistic)?;
+                let (frame, mut guard) =
+                    tree.descend_exclusive(&key(n), 0, LatchMode::Pessimistic)?;
                 let (index, found) = tree.node(frame).lower_bound(&key(n));
                 assert!(found);
-                NodeMut::new(tree.bm.page_mut(frame, &guard)).remove_at(index);
+                NodeMut::new(tree.bm.page_mut(frame, &mut guard)).remove_at(index);
                 tree.bm.frame(frame).set_dirty(true);
                 Ok(())
             })
@@ -108,7 +109,8 @@ fn pessimistic_splits_and_merges<P: Policy>() {
             let step = tree
                 .bm
                 .run(|_| {
-                    let (frame, guard) = tree.descend_exclusive(&k, 0, LatchMode::Pessimistic)?;
+                    let (frame, mut guard) =
+                        tree.descend_exclusive(&k, 0, LatchMode::Pessimistic)?;
                     let leaf = tree.node(frame);
                     let incoming = Incoming {
                         key: &k,
@@ -118,7 +120,7 @@ fn pessimistic_splits_and_merges<P: Policy>() {
                         return Ok(Some((frame, incoming)));
                     }
                     let index = leaf.lower_bound(&k).0;
-                    NodeMut::new(tree.bm.page_mut(frame, &guard)).insert_at(index, &k, &value);
+                    NodeMut::new(tree.bm.page_mut(frame, &mut guard)).insert_at(index, &k, &value);
                     tree.bm.frame(frame).set_dirty(true);
                     Ok(None)
                 })
@@ -137,9 +139,9 @@ fn pessimistic_splits_and_merges<P: Policy>() {
         let leaf = tree
             .bm
             .run(|_| {
-                let (frame, guard) = tree.descend_exclusive(&k, 0, LatchMode::Pessimistic)?;
+                let (frame, mut guard) = tree.descend_exclusive(&k, 0, LatchMode::Pessimistic)?;
                 let index = tree.node(frame).lower_bound(&k).0;
-                NodeMut::new(tree.bm.page_mut(frame, &guard)).remove_at(index);
+                NodeMut::new(tree.bm.page_mut(frame, &mut guard)).remove_at(index);
                 tree.bm.frame(frame).set_dirty(true);
                 Ok(frame)
             })

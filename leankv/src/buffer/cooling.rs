@@ -17,7 +17,8 @@
 //! `Cooling`; every page in `index` is resident, and no page in `in_flight` is. Only the cold
 //! path takes this mutex: hot-page accesses never touch it.
 
-use super::pool::{FrameId, Pool};
+use super::frame::FrameId;
+use super::pool::Pool;
 use parking_lot::{Condvar, Mutex};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::atomic::Ordering;

@@ -15,7 +15,7 @@
 //! epochs *after* the frame was made unreachable (SeqCst fence), so a reader either is seen
 //! by the check or cannot reach the frame. Slots are never freed while the registry lives.
 
-use super::pool::FrameId;
+use super::frame::FrameId;
 use super::stats::{Counter, COUNTER_COUNT};
 use crate::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{thread_local, Mutex};

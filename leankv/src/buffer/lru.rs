@@ -6,7 +6,7 @@
 //! Invariant: a frame is linked exactly when it is hot (or is being made hot) and has not been
 //! chosen as a victim since.
 
-use super::pool::FrameId;
+use super::frame::FrameId;
 
 const NONE: u32 = u32::MAX;
 

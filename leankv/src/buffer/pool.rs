@@ -12,125 +12,9 @@
 //! torn data cannot point outside the pool. The mapping is zero-filled by the kernel, and an
 //! all-zero header is a valid free frame, so untouched frames cost no memory until first used.
 
+use super::frame::{Frame, FrameId, FRAME_HEADER_AREA};
 use super::page::{PageMut, PageView};
-use crate::sync::{ExclusiveGuard, HybridLatch};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-
-/// Bytes reserved in front of each page for the frame header (and alignment padding).
-pub(crate) const FRAME_HEADER_AREA: usize = 512;
-
-/// Index of a frame in the pool.
-pub(crate) type FrameId = u32;
-/// `parent` value of a frame that has no parent frame (a tree root, or not linked).
-pub(crate) const NO_PARENT: u32 = 0;
-/// `page_id` value of a frame that holds no page (page 0 is the superblock, never pooled).
-pub(crate) const NO_PAGE: u64 = 0;
-
-/// Life-cycle state of a frame (paper Fig. 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum FrameState {
-    /// Holds no page; on the free list, a thread's retired cache, or never used.
-    Free = 0,
-    /// Reached through a swizzled swip.
-    Hot = 1,
-    /// Swip unswizzled, page still here, in the cooling FIFO (or just loaded, awaiting swizzle).
-    Cooling = 2,
-}
-
-/// The header of a frame. All fields are atomics: they are read without latches by the
-/// replacement code and the background writer, which then confirm what they read under the
-/// latch or the cooling-stage mutex.
-#[repr(C, align(64))]
-pub(crate) struct Frame {
-    pub(crate) latch: HybridLatch,
-    /// Changes only under this frame's exclusive latch.
-    page_id: AtomicU64,
-    /// Global epoch when the page was unswizzled (cooling pages only).
-    pub(crate) cooling_epoch: AtomicU64,
-    /// Frame id + 1 of the frame whose page holds this page's swip; `NO_PARENT` for roots.
-    parent: AtomicU32,
-    /// Intrusive links of the cooling FIFO, guarded by the cooling-stage mutex.
-    pub(crate) fifo_prev: AtomicU32,
-    pub(crate) fifo_next: AtomicU32,
-    state: AtomicU8,
-    dirty: AtomicBool,
-    /// Set while a write-back of this frame is in progress: at most one at a time, so that
-    /// an older image can never land on disk after a newer one.
-    writing: AtomicBool,
-    /// Set on a hot tree root that no handle uses: replacement may cool it like any other
-    /// page (once its children are cooled). Changes only under the exclusive latch.
-    unused_root: AtomicBool,
-}
-
-const _: () = assert!(std::mem::size_of::<Frame>() <= FRAME_HEADER_AREA);
-
-impl Frame {
-    pub(crate) fn page_id(&self) -> u64 {
-        self.page_id.load(Ordering::Acquire)
-    }
-
-    /// Caller holds the exclusive latch (debug-checked by the guard argument).
-    pub(crate) fn set_page_id(&self, _guard: &ExclusiveGuard<'_>, page_id: u64) {
-        self.page_id.store(page_id, Ordering::Release);
-    }
-
-    pub(crate) fn state(&self) -> FrameState {
-        match self.state.load(Ordering::Acquire) {
-            1 => FrameState::Hot,
-            2 => FrameState::Cooling,
-            _ => FrameState::Free,
-        }
-    }
-
-    pub(crate) fn set_state(&self, state: FrameState) {
-        self.state.store(state as u8, Ordering::Release);
-    }
-
-    pub(crate) fn is_dirty(&self) -> bool {
-        self.dirty.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn set_dirty(&self, dirty: bool) {
-        self.dirty.store(dirty, Ordering::Release);
-    }
-
-    /// Claims the right to write this frame back; false if a write-back is in progress.
-    pub(crate) fn try_start_writing(&self) -> bool {
-        self.writing
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-    }
-
-    pub(crate) fn finish_writing(&self) {
-        self.writing.store(false, Ordering::Release);
-    }
-
-    pub(crate) fn is_writing(&self) -> bool {
-        self.writing.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn is_unused_root(&self) -> bool {
-        self.unused_root.load(Ordering::Acquire)
-    }
-
-    /// Caller holds the exclusive latch.
-    pub(crate) fn set_unused_root(&self, _guard: &ExclusiveGuard<'_>, unused: bool) {
-        self.unused_root.store(unused, Ordering::Release);
-    }
-
-    pub(crate) fn parent(&self) -> Option<FrameId> {
-        match self.parent.load(Ordering::Acquire) {
-            NO_PARENT => None,
-            link => Some(link - 1),
-        }
-    }
-
-    pub(crate) fn set_parent(&self, parent: Option<FrameId>) {
-        self.parent
-            .store(parent.map_or(NO_PARENT, |p| p + 1), Ordering::Release);
-    }
-}
+use crate::sync::ExclusiveGuard;
 
 /// The memory of all frames.
 pub(crate) struct Pool {
@@ -234,16 +118,21 @@ impl Pool {
         unsafe { PageView::from_raw(self.page_ptr(id), self.page_size) }
     }
 
-    /// The page bytes of frame `id` for writing; the caller proves exclusive access with the
-    /// frame's exclusive guard.
+    /// The page bytes of frame `id` for writing. The caller proves exclusive access with the
+    /// frame's exclusive guard, borrowed mutably for as long as the bytes are in use, so one
+    /// guard yields one writer at a time and no writer outlives its latch.
     #[inline]
     pub(crate) fn page_mut<'a>(
         &'a self,
         id: FrameId,
-        guard: &'a ExclusiveGuard<'a>,
+        guard: &'a mut ExclusiveGuard<'_>,
     ) -> PageMut<'a> {
-        let _ = guard;
-        // SAFETY: as for `page`; exclusive access is held by the caller's guard on this frame.
+        assert!(
+            guard.holds(&self.frame(id).latch),
+            "page_mut of frame {id} under another frame's latch"
+        );
+        // SAFETY: as for `page`; the frame's exclusive latch is held (checked above) and
+        // borrowed mutably for 'a, so no other reference to these bytes writes meanwhile.
         unsafe { PageMut::from_raw(self.page_ptr(id), self.page_size) }
     }
 
@@ -283,6 +172,7 @@ impl Drop for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffer::FrameState;
 
     #[test]
     fn frames_are_interleaved_and_pages_aligned_for_direct_io() {

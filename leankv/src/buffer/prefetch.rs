@@ -10,7 +10,7 @@
 //! lets go of it: none is dropped while queued.
 
 use super::policy::Policy;
-use super::{BufferManager, PrefetchRun};
+use super::*;
 use crate::io::AlignedBuf;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -100,5 +100,138 @@ fn run<P: Policy>(manager: &Weak<BufferManager<P>>, queue: &Queue) {
             // Nobody can use the pages any more; release whoever might wait.
             None => job.iter().for_each(|(_, read)| read.finish()),
         }
+    }
+}
+
+/// Most I/O threads that serve prefetch reads (each has one read outstanding).
+pub(super) const MAX_PREFETCH_THREADS: usize = 16;
+
+/// Longest run of consecutive pages one prefetch read covers.
+const MAX_PREFETCH_RUN: usize = 32;
+
+/// Consecutive pages registered for one prefetch read, with their in-flight entries.
+pub(crate) type PrefetchRun = Vec<(u64, Arc<InFlightRead>)>;
+
+impl<P: Policy> BufferManager<P> {
+    /// Most leaves a scan should request ahead (0 when prefetching is off).
+    pub(crate) fn prefetch_depth(&self) -> usize {
+        self.prefetch_depth
+    }
+
+    /// Starts asynchronous reads of the pages `children` (swip offset, page id) of the hot
+    /// node in `parent`, for those still unswizzled there and neither cooling nor being read.
+    /// Outside any epoch. Best effort: if the parent is latched exclusively, nothing happens.
+    ///
+    /// The parent's shared latch is what makes this safe: a page is only swizzled under its
+    /// parent's exclusive latch, so while the shared one is held an unswizzled swip means
+    /// that the page is not hot, and registering the read cannot create a second copy.
+    pub(crate) fn prefetch(&self, parent: FrameId, children: &[(usize, u64)]) {
+        if self.prefetch_depth == 0 {
+            return;
+        }
+        let header = self.frame(parent);
+        let Some(shared) = header.latch.try_lock_shared() else {
+            return;
+        };
+        if header.state() != FrameState::Hot {
+            return;
+        }
+        let mut missing = Vec::with_capacity(children.len());
+        for &(offset, page_id) in children {
+            // A page id read from a page: one beyond the file is left for the scan to meet
+            // (as corruption), not read ahead.
+            if !self.page_ids.lock().is_allocated(page_id) {
+                continue;
+            }
+            let unswizzled = self
+                .page(parent)
+                .swip(offset)
+                .is_some_and(|swip| swip.word() == Swip::unswizzled_word(page_id));
+            if !unswizzled {
+                continue;
+            }
+            let shard = (!P::SWIZZLING).then(|| self.translation.shard(page_id));
+            if shard
+                .as_ref()
+                .is_some_and(|shard| shard.contains_key(&page_id))
+            {
+                continue;
+            }
+            let stage = self.cooling.lock();
+            if !stage.is_resident(page_id) && stage.in_flight(page_id).is_none() {
+                missing.push(page_id);
+            }
+        }
+        // Wait until half the window is used up, so that requests come in runs of
+        // consecutive pages that one read can serve, not one page per leaf.
+        if missing.is_empty() || missing.len() * 2 < children.len() {
+            return;
+        }
+        let mut runs: Vec<PrefetchRun> = Vec::new();
+        {
+            // Swizzling needs the parent's exclusive latch, so none of `missing` became hot;
+            // another scan may have requested some meanwhile.
+            let mut stage = self.cooling.lock();
+            for page_id in missing {
+                if stage.is_resident(page_id) || stage.in_flight(page_id).is_some() {
+                    continue;
+                }
+                let read = stage.start_read(page_id);
+                match runs.last_mut() {
+                    Some(run)
+                        if run.len() < MAX_PREFETCH_RUN
+                            && run.last().is_some_and(|&(last, _)| last + 1 == page_id) =>
+                    {
+                        run.push((page_id, read))
+                    }
+                    _ => runs.push(vec![(page_id, read)]),
+                }
+            }
+        }
+        drop(shared);
+        match &*self.prefetcher.lock() {
+            Some(prefetcher) => prefetcher.submit(runs),
+            // Shut down meanwhile: registered reads must still end.
+            None => {
+                let mut buffer = AlignedBuf::new(0);
+                for run in runs {
+                    self.complete_prefetch(&run, &mut buffer);
+                }
+            }
+        }
+    }
+
+    /// A prefetch thread's half of [`prefetch`](Self::prefetch): reads a run of consecutive
+    /// pages with one I/O into `buffer` (grown as needed) and moves each verified page into a
+    /// frame of the cooling stage. Pages that fail are left for the scan to read (and meet the
+    /// error) itself.
+    fn complete_prefetch(&self, run: &[(u64, Arc<InFlightRead>)], buffer: &mut AlignedBuf) {
+        let Some(&(first, _)) = run.first() else {
+            return;
+        };
+        let page_size = self.page_size();
+        if buffer.len() < run.len() * page_size {
+            *buffer = AlignedBuf::new(MAX_PREFETCH_RUN * page_size);
+        }
+        let bytes = &mut buffer[..run.len() * page_size];
+        let read = self.storage.read_at(bytes, first * page_size as u64);
+        let mut loaded = 0;
+        for (index, (page_id, in_flight)) in run.iter().enumerate() {
+            let page = &bytes[index * page_size..(index + 1) * page_size];
+            let frame = match &read {
+                Ok(()) => self.obtain_frame().ok().and_then(|frame| {
+                    // SAFETY: the frame was just taken from the free list and is published
+                    // (pushed into the cooling stage by `end_read`) after this slice is dead.
+                    let target = unsafe { self.pool.page_bytes_unpublished(frame) };
+                    target.copy_from_slice(page);
+                    let checked = self.check_image(target, *page_id);
+                    self.take_in(frame, *page_id, checked).ok()
+                }),
+                Err(_) => None,
+            };
+            loaded += u64::from(frame.is_some());
+            self.end_read(*page_id, in_flight, frame);
+        }
+        self.count(Counter::PrefetchReads, loaded);
     }
 }

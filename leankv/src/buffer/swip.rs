@@ -9,7 +9,7 @@
 //! Invariants: every page has exactly one owning swip; pages written to disk contain only
 //! unswizzled swips (the write path converts swizzled ones to page ids in its copy).
 
-use super::pool::FrameId;
+use super::frame::FrameId;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const UNSWIZZLED_TAG: u64 = 1;

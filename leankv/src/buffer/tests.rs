@@ -73,11 +73,11 @@ impl Fixture {
     fn add_child(&self, child: u64) -> Result<()> {
         let bm = &self.bm;
         bm.run(|_| {
-            let (frame, guard) = bm.allocate_page(PageType::BTreeLeaf, Some(self.root))?;
-            write_payload(&mut bm.page_mut(frame, &guard), child, 0);
+            let (frame, mut guard) = bm.allocate_page(PageType::BTreeLeaf, Some(self.root))?;
+            write_payload(&mut bm.page_mut(frame, &mut guard), child, 0);
             drop(guard);
-            let root_guard = bm.frame(self.root).latch.lock_exclusive();
-            let mut root = bm.page_mut(self.root, &root_guard);
+            let mut root_guard = bm.frame(self.root).latch.lock_exclusive();
+            let mut root = bm.page_mut(self.root, &mut root_guard);
             let count = root.view().u16(COUNT_AT);
             root.set_u64(
                 SWIPS_AT + 8 * usize::from(count),
@@ -124,8 +124,8 @@ impl Fixture {
             assert_eq!(child, index, "child page holds another page's data");
             assert!(intact, "page {index} pattern damaged");
             if write {
-                let guard = latch.try_upgrade(version)?;
-                write_payload(&mut bm.page_mut(frame, &guard), index, page_version + 1);
+                let mut guard = latch.try_upgrade(version)?;
+                write_payload(&mut bm.page_mut(frame, &mut guard), index, page_version + 1);
                 bm.frame(frame).set_dirty(true);
                 return Ok(page_version + 1);
             }

@@ -5,7 +5,7 @@
 //! it; every page access still takes one of these mutexes, which is the cost measured.
 //! Lock order: a frame's latch, then its shard, then the cooling stage.
 
-use super::pool::FrameId;
+use super::frame::FrameId;
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 

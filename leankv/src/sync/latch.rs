@@ -144,6 +144,13 @@ pub(crate) struct ExclusiveGuard<'a> {
     latch: &'a HybridLatch,
 }
 
+impl ExclusiveGuard<'_> {
+    /// Whether this guard holds `latch` (the proof `Pool::page_mut` asks for).
+    pub(crate) fn holds(&self, latch: &HybridLatch) -> bool {
+        std::ptr::eq(self.latch, latch)
+    }
+}
+
 impl Drop for ExclusiveGuard<'_> {
     fn drop(&mut self) {
         // Clearing the exclusive bit and bumping the version in one add: EXCLUSIVE_BIT is set, so
