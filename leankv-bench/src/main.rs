@@ -14,6 +14,7 @@ mod plot;
 mod report;
 mod scan;
 mod sim;
+mod stats;
 mod suite;
 mod tpcc;
 mod workload;
@@ -48,7 +49,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// The headline (also the default): uniform lookups with data in memory on leankv, the
-    /// in-memory tree and the traditional buffer manager, then leankv with data 5x the pool.
+    /// in-memory tree and the traditional buffer manager, then leankv with data 5x the pool;
+    /// every configuration three times (--rounds), with median and range.
     ///
     /// Loaded data is removed at the end unless --keep-data is given.
     Headline {
@@ -58,6 +60,10 @@ enum Command {
         /// Seconds per measured run.
         #[arg(long, default_value_t = 10)]
         duration: u64,
+        /// Rounds over all configurations, interleaved; the table and plot give the median
+        /// and range.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
         /// Keep the loaded databases (under --dir) for the next invocation.
         #[arg(long)]
         keep_data: bool,
@@ -242,9 +248,10 @@ fn main() -> Result<()> {
         Command::Headline {
             records,
             duration,
+            rounds,
             keep_data,
             common,
-        } => headline(records, duration, keep_data, &common),
+        } => headline(records, duration, rounds, keep_data, &common),
         Command::Ycsb(args) => ycsb_suite(args),
         Command::Tpcc(args) => tpcc_runs(args),
         Command::Scan(args) => scan_runs(args),
@@ -284,6 +291,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         memory_cap: args.memory_cap,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
+        round: 1,
     };
     let records = suite::run(&suite)?;
     println!(
@@ -392,10 +400,21 @@ fn scan_runs(args: ScanArgs) -> Result<()> {
 }
 
 /// README's main job: in memory, leankv vs. the in-memory tree vs. a traditional buffer
-/// manager; beyond memory, leankv with a pool a fifth of the data. Table, JSON and a plot.
-fn headline(records: u64, duration: u64, keep_data: bool, common: &CommonArgs) -> Result<()> {
+/// manager; beyond memory, leankv with a pool a fifth of the data. Each configuration runs
+/// `rounds` times, interleaved (round after round over all of them), so that drift of a shared
+/// machine hits all alike; the table gives the median and range of each, the plot too.
+fn headline(
+    records: u64,
+    duration: u64,
+    rounds: usize,
+    keep_data: bool,
+    common: &CommonArgs,
+) -> Result<()> {
+    if rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
     let label = default_label("headline");
-    let base = Suite {
+    let in_memory = Suite {
         label: label.clone(),
         engines: vec![
             EngineKind::Leankv,
@@ -415,21 +434,35 @@ fn headline(records: u64, duration: u64, keep_data: bool, common: &CommonArgs) -
         memory_cap: false,
         data_dir: common.data_dir(),
         results: common.results(),
+        round: 1,
     };
-    // Removes the loaded data on the way out (errors included) unless asked to keep it.
-    let _cleanup = (!keep_data).then(|| suite::RemoveOnDrop(suite::data_paths(&base)));
-    println!("== in memory: {records} records, uniform lookups ==");
-    let mut all = suite::run(&base)?;
-    println!("\n== beyond memory: pool = data / 5 ==");
-    all.extend(suite::run(&Suite {
+    let beyond_memory = Suite {
         engines: vec![EngineKind::Leankv],
         pool: PoolSize::OfData(0.2),
-        ..base
-    })?);
-    println!("\n== headline ==\n{}", suite::table(&all).render());
-    let base_results = common.results();
-    let title = format!("uniform lookups, {records} records (leankv beyond memory: pool = data/5)");
-    let plot = plot_runs(&all, &base_results, &label, |values, path| {
+        ..in_memory.clone()
+    };
+    // Removes the loaded data on the way out (errors included) unless asked to keep it.
+    let _cleanup = (!keep_data).then(|| suite::RemoveOnDrop(suite::data_paths(&in_memory)));
+    let mut all = Vec::new();
+    for round in 1..=rounds {
+        println!("== round {round}/{rounds}, in memory: {records} records, uniform lookups ==");
+        all.extend(suite::run(&Suite {
+            round,
+            ..in_memory.clone()
+        })?);
+        println!("\n== round {round}/{rounds}, beyond memory: pool = data / 5 ==");
+        all.extend(suite::run(&Suite {
+            round,
+            ..beyond_memory.clone()
+        })?);
+    }
+    println!(
+        "\n== headline: median and range over {rounds} rounds ==\n{}",
+        suite::summary(&all).render()
+    );
+    let title =
+        format!("uniform lookups, {records} records, median of {rounds} runs (whiskers: min-max)");
+    let plot = plot_runs(&all, &in_memory.results, &label, |values, path| {
         plot::engines(values, &title, plot_cmd::bar_label, path)
     })?;
     publish(common, &all, Some(&plot))

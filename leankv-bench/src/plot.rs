@@ -1,7 +1,8 @@
 //! SVG plots of result records (plotters' SVG backend: no system fonts or libraries needed).
 //!
-//! * [`engines`]: throughput per engine and thread count, one horizontal bar each (the
-//!   headline, Fig. 7).
+//! * [`engines`]: throughput per engine and thread count, one horizontal bar each (median with
+//!   a min-max whisker over repeated runs), in-memory and beyond-memory runs in separate
+//!   panels with their own scales (the headline, Fig. 7).
 //! * [`lines`]: throughput over a swept parameter (Zipf θ as in Fig. 10, cooling percentage
 //!   as in Fig. 11), one line per engine and thread count, with the page-read rate of each
 //!   line dashed on a second axis.
@@ -9,6 +10,7 @@
 //! * [`time_series`]: per-second values of runs (TPC-C throughput with its write rate, Fig.
 //!   9; scan speeds with the read rate, Fig. 12), a second quantity dashed on a second axis.
 
+use crate::stats::{group_by, Spread};
 use anyhow::{anyhow, Result};
 use plotters::chart::DualCoordChartContext;
 use plotters::coord::ranged1d::ValueFormatter;
@@ -64,7 +66,10 @@ fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
     anyhow!("plotting: {error:?}")
 }
 
-/// One horizontal bar per record: label `bar_label(record)`, length `ops_per_s`.
+/// One horizontal bar per distinct `bar_label(record)`: the median `ops_per_s` of its records,
+/// with a whisker from the lowest to the highest when there are several (repeated rounds).
+/// Records with the data in memory and those beyond memory (`pool_to_data` < 1) get separate
+/// panels, each with its own scale, so that the slower beyond-memory bars stay readable.
 pub fn engines(
     records: &[Value],
     title: &str,
@@ -74,21 +79,71 @@ pub fn engines(
     if records.is_empty() {
         return Err(anyhow!("no records to plot"));
     }
-    let labels: Vec<String> = records.iter().map(&bar_label).collect();
-    let longest = records
-        .iter()
-        .map(|r| number(r, "ops_per_s"))
-        .fold(0.0, f64::max)
-        * 1.15;
-    let count = records.len();
-    let height = (120 + 28 * count as u32).max(300);
-    let root = SVGBackend::new(path, (SIZE.0, height)).into_drawing_area();
+    let in_memory = |record: &&Value| record["pool_to_data"].as_f64().is_none_or(|p| p >= 1.0);
+    let panels: Vec<(bool, Vec<Bar>)> = group_by(records, in_memory)
+        .into_iter()
+        .map(|(memory, members)| {
+            let bars = group_by(members, |record| bar_label(record))
+                .into_iter()
+                .map(|(label, runs)| {
+                    let ops: Vec<f64> = runs.iter().map(|r| number(r, "ops_per_s")).collect();
+                    (label, Spread::of(&ops))
+                })
+                .collect();
+            (memory, bars)
+        })
+        .collect();
+    let panel_height = |bars: &[Bar]| 90 + 28 * bars.len() as u32;
+    let height = 40 + panels.iter().map(|(_, b)| panel_height(b)).sum::<u32>();
+    let root = SVGBackend::new(path, (SIZE.0, height.max(300))).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+    let mut rest = root.titled(title, ("sans-serif", 20)).map_err(plot_error)?;
+    let split = panels.len() > 1;
+    for (memory, bars) in &panels {
+        let (area, below) = rest.split_vertically(panel_height(bars));
+        let caption = match (split, memory) {
+            (false, _) => "",
+            (true, true) => "data in memory",
+            (true, false) => "beyond memory (pool smaller than the data; own scale)",
+        };
+        bar_panel(&area, caption, bars)?;
+        rest = below;
+    }
+    root.present().map_err(plot_error)?;
+    Ok(())
+}
+
+/// A bar's label and the spread of its runs.
+type Bar = (String, Spread);
+
+/// Thousands with a K (one decimal below ten thousand), or the plain number below a thousand.
+fn kilo(x: f64) -> String {
+    if x >= 10_000.0 {
+        format!("{:.0}K", x / 1000.0)
+    } else if x >= 1000.0 {
+        format!("{:.1}K", x / 1000.0)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// Horizontal bars (first on top) of the medians, whiskers from min to max, values as text.
+fn bar_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    caption: &str,
+    bars: &[Bar],
+) -> Result<()> {
+    let longest = bars.iter().map(|(_, s)| s.max).fold(0.0, f64::max).max(1.0) * 1.35;
+    let count = bars.len();
+    let mut chart = ChartBuilder::on(area);
+    chart
         .margin(15)
         .x_label_area_size(40)
-        .y_label_area_size(230)
+        .y_label_area_size(230);
+    if !caption.is_empty() {
+        chart.caption(caption, ("sans-serif", 16));
+    }
+    let mut chart = chart
         .build_cartesian_2d(0f64..longest, 0f64..count as f64)
         .map_err(plot_error)?;
     chart
@@ -96,41 +151,64 @@ pub fn engines(
         .disable_y_mesh()
         .y_labels(count * 2 + 1)
         .y_label_formatter(&|y| {
-            // Bar i spans [count - i - 1, count - i): the first record on top.
+            // Bar i spans [count - i - 1, count - i): the first bar on top.
             let slot = y.floor() as usize;
             if (y - slot as f64 - 0.5).abs() < 1e-6 && slot < count {
-                labels[count - 1 - slot].clone()
+                bars[count - 1 - slot].0.clone()
             } else {
                 String::new()
             }
         })
         .x_desc("operations per second")
-        .x_label_formatter(&|x| format!("{:.0}K", x / 1000.0))
+        .x_label_formatter(&|x| kilo(*x))
         .draw()
         .map_err(plot_error)?;
     let slot = |i: usize| (count - 1 - i) as f64;
     chart
-        .draw_series(records.iter().enumerate().map(|(i, record)| {
+        .draw_series(bars.iter().enumerate().map(|(i, (_, spread))| {
             Rectangle::new(
-                [
-                    (0.0, slot(i) + 0.15),
-                    (number(record, "ops_per_s"), slot(i) + 0.85),
-                ],
+                [(0.0, slot(i) + 0.15), (spread.median, slot(i) + 0.85)],
                 series_color(i).filled(),
             )
         }))
         .map_err(plot_error)?;
+    let whiskers = bars.iter().enumerate().filter(|(_, (_, s))| s.runs > 1);
     chart
-        .draw_series(records.iter().enumerate().map(|(i, record)| {
-            let length = number(record, "ops_per_s");
+        .draw_series(whiskers.flat_map(|(i, (_, spread))| {
+            let middle = slot(i) + 0.5;
+            [
+                PathElement::new([(spread.min, middle), (spread.max, middle)], BLACK),
+                PathElement::new(
+                    [(spread.min, middle - 0.2), (spread.min, middle + 0.2)],
+                    BLACK,
+                ),
+                PathElement::new(
+                    [(spread.max, middle - 0.2), (spread.max, middle + 0.2)],
+                    BLACK,
+                ),
+            ]
+        }))
+        .map_err(plot_error)?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, (_, spread))| {
+            let value = if spread.runs > 1 {
+                format!(
+                    "{} ({}-{}, {} runs)",
+                    kilo(spread.median),
+                    kilo(spread.min),
+                    kilo(spread.max),
+                    spread.runs
+                )
+            } else {
+                kilo(spread.median)
+            };
             Text::new(
-                format!("{:.0}K", length / 1000.0),
-                (length + longest * 0.01, slot(i) + 0.7),
+                value,
+                (spread.max + longest * 0.01, slot(i) + 0.7),
                 ("sans-serif", 12),
             )
         }))
         .map_err(plot_error)?;
-    root.present().map_err(plot_error)?;
     Ok(())
 }
 
@@ -193,24 +271,16 @@ pub fn threads(records: &[Value], title: &str, field: &str, path: &Path) -> Resu
 /// Per engine (in order of appearance), the median of `field` over the records of each
 /// thread count, by ascending thread count.
 fn thread_medians(records: &[Value], field: &str) -> Vec<(String, Vec<Point>)> {
-    let mut samples: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for record in records {
-        let engine = text(record, "engine");
-        let sample = (number(record, "threads"), number(record, field));
-        match samples.iter_mut().find(|(name, _)| *name == engine) {
-            Some((_, values)) => values.push(sample),
-            None => samples.push((engine, vec![sample])),
-        }
-    }
-    samples
+    group_by(records, |record| text(record, "engine"))
         .into_iter()
-        .map(|(engine, mut values)| {
-            values.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
-            let points = values
-                .chunk_by(|a, b| a.0 == b.0)
-                .map(|same| {
-                    let middle = (same[(same.len() - 1) / 2].1 + same[same.len() / 2].1) / 2.0;
-                    (same[0].0, middle, 0.0)
+        .map(|(engine, runs)| {
+            let mut by_threads = group_by(runs, |record| number(record, "threads"));
+            by_threads.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let points = by_threads
+                .into_iter()
+                .map(|(threads, same)| {
+                    let values: Vec<f64> = same.iter().map(|r| number(r, field)).collect();
+                    (threads, Spread::of(&values).median, 0.0)
                 })
                 .collect();
             (engine, points)
@@ -467,6 +537,22 @@ mod tests {
             "{svg}"
         );
         assert!(engines(&[], "empty", |r| text(r, "engine"), &bars).is_err());
+        // Repeated runs become one bar with a whisker; beyond memory gets its own panel.
+        let mut rounds = records.clone();
+        rounds.push(
+            json!({"engine": "leankv", "threads": 1, "ops_per_s": 20000.0, "pool_to_data": 0.2}),
+        );
+        rounds.push(
+            json!({"engine": "leankv", "threads": 1, "ops_per_s": 26000.0, "pool_to_data": 0.2}),
+        );
+        engines(&rounds, "headline", |r| text(r, "engine"), &bars).unwrap();
+        let svg = std::fs::read_to_string(&bars).unwrap();
+        assert!(svg.contains("800K (700K-900K, 2 runs)"), "{svg}");
+        assert!(svg.contains("23K (20K-26K, 2 runs)"), "{svg}");
+        assert!(
+            svg.contains("beyond memory") && svg.contains("data in memory"),
+            "{svg}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::cgroup::MemoryCap;
 use crate::engine::{self, scan_count, Engine, EngineKind, Setup};
 use crate::report::{self, Latency, Machine, Table};
+use crate::stats::{group_by, Spread};
 use crate::workload::{Distribution, Mix};
 use crate::ycsb::{self, RunSpec};
 use anyhow::{Context, Result};
@@ -77,6 +78,8 @@ pub struct Suite {
     pub memory_cap: bool,
     pub data_dir: PathBuf,
     pub results: PathBuf,
+    /// Which round of repeated runs this suite is (from 1), stored with every record.
+    pub round: usize,
 }
 
 /// One measured run, as saved to the results file.
@@ -94,6 +97,8 @@ pub struct RunRecord {
     pub pool_to_data: f64,
     pub cooling_fraction: f64,
     pub threads: usize,
+    /// Which round of repeated runs this one belongs to (from 1).
+    pub round: usize,
     pub distribution: String,
     pub theta: f64,
     pub mix: String,
@@ -275,6 +280,7 @@ fn run_engine(
                 pool_to_data: setup.pool_bytes as f64 / data_bytes.max(1) as f64,
                 cooling_fraction: cooling,
                 threads,
+                round: suite.round,
                 distribution: distribution.to_string(),
                 theta: distribution.theta(),
                 mix: suite.mix.name.clone(),
@@ -396,6 +402,66 @@ pub fn table(records: &[RunRecord]) -> Table {
     table
 }
 
+/// Median and spread of throughput over the rounds of each run shape (engine, threads, key
+/// distribution, mix, cooling, in memory or not); `×leankv` compares medians.
+pub fn summary(records: &[RunRecord]) -> Table {
+    let groups: Vec<(&RunRecord, Spread, Spread)> = group_by(records, |r| {
+        (
+            r.engine,
+            r.threads,
+            r.distribution.clone(),
+            r.mix.clone(),
+            r.cooling_fraction.to_bits(),
+            r.pool_to_data >= 1.0,
+        )
+    })
+    .into_iter()
+    .map(|(_, runs)| {
+        let ops: Vec<f64> = runs.iter().map(|r| r.ops_per_s).collect();
+        let p99: Vec<f64> = runs.iter().map(|r| r.latency.p99_us).collect();
+        (runs[0], Spread::of(&ops), Spread::of(&p99))
+    })
+    .collect();
+    let mut table = Table::new(&[
+        "engine",
+        "threads",
+        "keys",
+        "pool/data",
+        "runs",
+        "median ops/s",
+        "min",
+        "max",
+        "range/median",
+        "×leankv",
+        "median p99 µs",
+    ]);
+    for (first, ops, p99) in &groups {
+        let reference = groups.iter().find(|(other, _, _)| {
+            other.engine == "leankv"
+                && other.threads == first.threads
+                && other.distribution == first.distribution
+                && other.mix == first.mix
+                && (other.pool_to_data >= 1.0) == (first.pool_to_data >= 1.0)
+        });
+        table.row(vec![
+            first.engine.to_string(),
+            first.threads.to_string(),
+            first.distribution.clone(),
+            format!("{:.2}", first.pool_to_data),
+            ops.runs.to_string(),
+            format!("{:.0}", ops.median),
+            format!("{:.0}", ops.min),
+            format!("{:.0}", ops.max),
+            format!("{:.1}%", ops.range_percent()),
+            reference.map_or("-".into(), |(_, r, _)| {
+                format!("{:.2}", ops.median / r.median)
+            }),
+            format!("{:.2}", p99.median),
+        ]);
+    }
+    table
+}
+
 pub fn unix_time() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -469,6 +535,7 @@ mod tests {
             memory_cap: false,
             data_dir: dir.path().join("data"),
             results: dir.path().join("results.jsonl"),
+            round: 1,
         };
         let records = run(&suite).unwrap();
         assert_eq!(records.len(), 8);
@@ -483,6 +550,18 @@ mod tests {
         };
         let records = run(&small).unwrap();
         assert!(records[0].page_reads_per_s > 0.0, "{:?}", records[0]);
+        // A second round: the summary has one line with the median of both.
+        let mut rounds = records.clone();
+        rounds.extend(run(&Suite { round: 2, ..small }).unwrap());
+        assert_eq!((rounds[0].round, rounds[1].round), (1, 2));
+        let medians = summary(&rounds).render();
+        let lines: Vec<&str> = medians
+            .lines()
+            .filter(|l| l.starts_with("leankv"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{medians}");
+        assert!(lines[0].contains(" 2 "), "{medians}");
+        assert!(medians.contains("1.00"), "{medians}");
         let counters = &records[0].engine_counters;
         assert!(
             counters["evictions"] > 0 && counters["unswizzles"] > 0,

@@ -17,6 +17,7 @@ pub mod txn;
 use crate::cgroup::MemoryCap;
 use crate::engine::{self, Engine, EngineKind, Setup};
 use crate::report::{self, Latency, Machine, Table};
+use crate::stats::{group_by, Spread};
 use crate::suite::{stop_all_on_failure, tempdir_in, unix_time, PoolSize};
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
@@ -536,26 +537,16 @@ fn monitor(
 /// Median, lowest and highest tps of each engine, thread count and pool over the rounds;
 /// `×leankv` compares medians.
 pub fn summary(records: &[TpccRecord]) -> Table {
-    /// Engine, threads, pool bytes.
-    type Shape<'a> = (&'a str, usize, usize);
-    let mut groups: Vec<(Shape<'_>, Vec<f64>)> = Vec::new();
-    for record in records {
-        let shape = (record.engine, record.threads, record.pool_bytes);
-        match groups.iter_mut().find(|(key, _)| *key == shape) {
-            Some((_, tps)) => tps.push(record.tps),
-            None => groups.push((shape, vec![record.tps])),
-        }
-    }
-    let median = |tps: &[f64]| {
-        let mut sorted = tps.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let middle = sorted.len() / 2;
-        if sorted.len() % 2 == 1 {
-            sorted[middle]
-        } else {
-            (sorted[middle - 1] + sorted[middle]) / 2.0
-        }
-    };
+    let groups: Vec<((&str, usize, usize), Spread)> =
+        group_by(records, |r| (r.engine, r.threads, r.pool_bytes))
+            .into_iter()
+            .map(|(shape, runs)| {
+                (
+                    shape,
+                    Spread::of(&runs.iter().map(|r| r.tps).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
     let mut table = Table::new(&[
         "engine",
         "threads",
@@ -569,17 +560,15 @@ pub fn summary(records: &[TpccRecord]) -> Table {
         let reference = groups
             .iter()
             .find(|((e, t, p), _)| *e == "leankv" && t == threads && p == pool)
-            .map(|(_, tps)| median(tps));
-        let lowest = tps.iter().copied().fold(f64::INFINITY, f64::min);
-        let highest = tps.iter().copied().fold(0.0, f64::max);
+            .map(|(_, tps)| tps.median);
         table.row(vec![
             engine.to_string(),
             threads.to_string(),
             (pool >> 20).to_string(),
-            format!("{:.0}", median(tps)),
-            format!("{lowest:.0}"),
-            format!("{highest:.0}"),
-            reference.map_or("-".into(), |r| format!("{:.2}", median(tps) / r)),
+            format!("{:.0}", tps.median),
+            format!("{:.0}", tps.min),
+            format!("{:.0}", tps.max),
+            reference.map_or("-".into(), |r| format!("{:.2}", tps.median / r)),
         ]);
     }
     table
