@@ -18,12 +18,13 @@ use crate::error::{Error, Result};
 use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
 use crate::io::{AlignedBuf, FileStorage, IoMode, Storage};
 use crate::options::Options;
+use crate::shared::DbShared;
 use crate::tree::Tree;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 const PAGE_FILE: &str = "leankv.pages";
@@ -113,16 +114,6 @@ impl<P: Policy> fmt::Debug for Db<P> {
             .field("open_trees", &open_trees)
             .finish()
     }
-}
-
-pub(crate) struct DbShared<P: Policy> {
-    path: PathBuf,
-    bm: Arc<BufferManager<P>>,
-    catalog: Arc<BTree<P>>,
-    trees: Mutex<HashMap<String, Arc<BTree<P>>>>,
-    lock: Mutex<Option<File>>,
-    pub(crate) max_key_size: usize,
-    pub(crate) max_value_size: usize,
 }
 
 impl Db {
@@ -399,61 +390,6 @@ impl<P: Policy> Drop for Db<P> {
     fn drop(&mut self) {
         // Errors cannot be returned from drop; `close` is the way to see them.
         let _ = self.shared.close();
-    }
-}
-
-impl<P: Policy> DbShared<P> {
-    /// Called when the last handle of `tree` is gone: its root may leave the pool (unless a
-    /// new handle came meanwhile). The catalog stays.
-    pub(crate) fn release(&self, tree: &Arc<BTree<P>>) {
-        if Arc::ptr_eq(tree, &self.catalog) {
-            return;
-        }
-        let _trees = self.trees.lock();
-        if !tree.has_handles() {
-            tree.detach();
-        }
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.bm.flush()?;
-        self.write_superblock()
-    }
-
-    fn write_superblock(&self) -> Result<()> {
-        let storage = self.bm.storage().as_ref();
-        let page_size = self.bm.page_size();
-        let (page_count, free) = self.bm.page_allocation();
-        let free_list_head = crate::buffer::save_free_list(storage, page_size, &free)?;
-        // Pages allocated and freed before ever being written lie beyond the end of the file;
-        // the superblock counts them, so the file must hold them (a shorter file is truncated).
-        storage
-            .extend_to(page_count * page_size as u64)
-            .map_err(|e| Error::io("extending the page file", e))?;
-        let mut page = AlignedBuf::new(page_size);
-        Superblock {
-            page_size: page_size as u32,
-            catalog_root: self.catalog.root_page_id(),
-            page_count,
-            free_list_head,
-            free_list_len: free.len() as u64,
-        }
-        .encode(&mut page);
-        storage
-            .write_at(&page, 0)
-            .and_then(|()| storage.sync())
-            .map_err(|e| Error::io("writing the superblock", e))
-    }
-
-    fn close(&self) -> Result<()> {
-        let mut lock = self.lock.lock();
-        if lock.is_none() {
-            return Ok(());
-        }
-        self.bm.shut_down()?;
-        self.write_superblock()?;
-        *lock = None;
-        Ok(())
     }
 }
 

@@ -36,6 +36,7 @@ mod db;
 mod error;
 mod io;
 mod options;
+mod shared;
 mod sync;
 mod tree;
 

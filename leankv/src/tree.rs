@@ -4,8 +4,8 @@
 use crate::btree::node::Bound as SearchBound;
 use crate::btree::{BTree, LeafBatch};
 use crate::buffer::policy::{Lean, Policy};
-use crate::db::DbShared;
 use crate::error::{Error, Result};
+use crate::shared::DbShared;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;

@@ -1,9 +1,10 @@
 //! Page I/O behind one seam.
 //!
 //! Everything leankv reads from or writes to its page file goes through the [`Storage`] trait:
-//! the real file ([`FileStorage`], direct I/O where the file system allows it), a memory-backed
-//! one (`MemoryStorage`) and a fault-injecting wrapper (`FaultyStorage`, feature `testing`) that tests use to
-//! make reads and writes fail, come up short or hit a full device. This module also owns the
+//! the real file ([`FileStorage`], direct I/O where the file system allows it) and, with
+//! feature `testing`, a memory-backed one (`MemoryStorage`) and a fault-injecting wrapper
+//! (`FaultyStorage`) that tests use to make reads and writes fail, come up short or hit a full
+//! device. This module also owns the
 //! on-disk formats below the tree: the page header with its checksum (`page`), the superblock
 //! (`superblock`) and buffers aligned for direct I/O.
 //!

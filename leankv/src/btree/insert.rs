@@ -1,0 +1,258 @@
+//! Inserting and updating: the leaf is latched exclusively by the descent; an entry that does
+//! not fit splits the leaf (and, first, a full parent) as a separate step under the parent's
+//! and the node's latches, as `split::plan` chose, and the operation starts over. The root
+//! never moves: a root split moves its contents into two new children.
+//!
+//! Invariants: after a split both halves hold entries strictly inside their fences, no entry
+//! is lost or duplicated, and the incoming entry has room on its side (debug-asserted); parent
+//! links of moved children follow them.
+
+use super::*;
+
+impl<P: Policy> BTree<P> {
+    /// Inserts or overwrites.
+    pub(crate) fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let page_size = self.bm.page_size();
+        let incoming = Incoming {
+            key,
+            size: entry_size(true, key.len(), value.len()),
+        };
+        loop {
+            let full_leaf = self.bm.run(|mode| {
+                let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
+                let leaf = self.node(frame);
+                let (index, found) = leaf.lower_bound(key);
+                if found && leaf.value(index).len() == value.len() {
+                    NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
+                } else if split::has_room(&leaf, incoming) {
+                    let mut leaf = NodeMut::new(self.bm.page_mut(frame, &mut guard));
+                    if found {
+                        leaf.remove_at(index);
+                    }
+                    leaf.insert_at(index, key, value);
+                } else {
+                    return Ok(Some(frame));
+                }
+                self.bm.frame(frame).set_dirty(true);
+                debug_assert!(self.node(frame).used_space() <= page_size);
+                Ok(None)
+            })?;
+            match full_leaf {
+                None => return Ok(()),
+                Some(frame) => self.bm.run(|mode| self.split(frame, key, incoming, mode))?,
+            }
+        }
+    }
+
+    /// Rewrites the value of `key` in place with `modify`, which sees a copy of the current
+    /// value and may change its bytes but not its length. Runs at most once, under the leaf's
+    /// exclusive latch, so updates of one key are atomic with respect to each other. Returns
+    /// `None` (without calling `modify`) if the key is absent.
+    pub(crate) fn update<R>(
+        &self,
+        key: &[u8],
+        value: &mut Vec<u8>,
+        modify: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>> {
+        let mut modify = Some(modify);
+        self.bm.run(|mode| {
+            let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
+            let leaf = self.node(frame);
+            let (index, found) = leaf.lower_bound(key);
+            if !found {
+                return Ok(None);
+            }
+            value.clear();
+            value.extend_from_slice(leaf.value(index));
+            let modify = modify
+                .take()
+                .expect("nothing restarts after the latch is held");
+            let result = modify(value);
+            NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
+            self.bm.frame(frame).set_dirty(true);
+            Ok(Some(result))
+        })
+    }
+
+    /// Splits the node in `target` (on `key`'s path) so that `incoming` fits, unless it fits
+    /// by now. If its parent cannot take the separator, splits the parent instead; the caller
+    /// retries its write either way.
+    pub(super) fn split(
+        &self,
+        target: FrameId,
+        key: &[u8],
+        incoming: Incoming<'_>,
+        mode: LatchMode,
+    ) -> Attempt<()> {
+        if target == self.root() {
+            let guard = self.bm.frame(target).latch.lock_exclusive();
+            if split::has_room(&self.node(target), incoming) {
+                return Ok(());
+            }
+            return self.split_root(guard, incoming);
+        }
+        let Some(ParentAndChild {
+            parent,
+            mut parent_guard,
+            index,
+            child_guard: mut guard,
+        }) = self.latch_parent_and_child(target, key, mode)?
+        else {
+            return Ok(());
+        };
+        let node = self.node(target);
+        if split::has_room(&node, incoming) {
+            return Ok(());
+        }
+        let Some(plan) = split::plan(&node, incoming) else {
+            return Err(self.corrupt(target, "no split point makes room"));
+        };
+        let separator = plan.separator_key(&node, incoming.key).to_vec();
+        let separator_entry = Incoming {
+            key: &separator,
+            size: entry_size(false, separator.len(), 8),
+        };
+        if !split::has_room(&self.node(parent), separator_entry) {
+            drop((guard, parent_guard));
+            return self.split(parent, key, separator_entry, mode);
+        }
+        let entries_before = node.count();
+        let (left, mut left_guard) = self.bm.allocate_page(node.page_type(), Some(parent))?;
+        self.fill_halves(
+            (target, &mut guard),
+            plan,
+            &separator,
+            (left, &mut left_guard),
+            None,
+        );
+        let left_word = self.bm.reference(left).to_le_bytes();
+        NodeMut::new(self.bm.page_mut(parent, &mut parent_guard))
+            .insert_at(index, &separator, &left_word);
+        self.bm.frame(parent).set_dirty(true);
+        self.bm.frame(target).set_dirty(true);
+        // Progress: no entry lost or duplicated, and the incoming entry has room on its side
+        // (the half it shares a page with is strictly smaller than the node was).
+        debug_assert_eq!(
+            self.node(left).count() + self.node(target).count() + usize::from(!node.is_leaf()),
+            entries_before
+        );
+        debug_assert!(split::has_room(
+            &self.node(if incoming.key <= &separator[..] {
+                left
+            } else {
+                target
+            }),
+            incoming
+        ));
+        Ok(())
+    }
+
+    /// Moves the entries of `source` that `plan` puts left into the new node `left`;
+    /// `source` keeps the rest. With `right = Some(frame)`, the rest goes there instead (root
+    /// split) and `source` is left for the caller to rewrite. Parent links of moved children
+    /// follow.
+    fn fill_halves(
+        &self,
+        (source, source_guard): (FrameId, &mut ExclusiveGuard<'_>),
+        plan: SplitPlan,
+        separator: &[u8],
+        (left, left_guard): (FrameId, &mut ExclusiveGuard<'_>),
+        right: Option<(FrameId, &mut ExclusiveGuard<'_>)>,
+    ) {
+        let node = self.node(source);
+        let level = node.level();
+        let count = node.count();
+        let leaf = node.is_leaf();
+        let left_upper = match plan.separator {
+            Separator::Existing(index) if !leaf => node.child_word(index),
+            _ => 0,
+        };
+        debug_assert!(leaf || matches!(plan.separator, Separator::Existing(_)));
+        NodeMut::new(self.bm.page_mut(left, left_guard)).rebuild(
+            level,
+            node.lower_fence(),
+            Some(separator),
+            left_upper,
+            node.entries(0..plan.left_count),
+        );
+        let separate_right = right.is_some();
+        let (right_frame, right_page) = match right {
+            Some((frame, guard)) => (frame, self.bm.page_mut(frame, guard)),
+            None => (source, self.bm.page_mut(source, source_guard)),
+        };
+        NodeMut::new(right_page).rebuild(
+            level,
+            Some(separator),
+            node.upper_fence(),
+            node.child_word(count),
+            node.entries(plan.right_start(leaf)..count),
+        );
+        self.adopt_children(left);
+        if separate_right {
+            self.adopt_children(right_frame);
+        }
+    }
+
+    /// Points the parent link of every swizzled child of `frame` at `frame`.
+    pub(super) fn adopt_children(&self, frame: FrameId) {
+        let node = self.node(frame);
+        if node.is_leaf() {
+            return;
+        }
+        for index in 0..=node.count() {
+            if let Some(SwipTarget::Frame(child)) =
+                Swip::decode(node.child_word(index), self.bm.frame_count())
+            {
+                self.bm.frame(child).set_parent(Some(frame));
+            }
+        }
+    }
+
+    /// Splits the root in place so that `incoming` fits: its entries move into two new
+    /// children and the root becomes an inner node one level up, keeping its page id.
+    fn split_root(&self, mut guard: ExclusiveGuard<'_>, incoming: Incoming<'_>) -> Attempt<()> {
+        let root = self.root();
+        let node = self.node(root);
+        if node.level() >= node::MAX_LEVEL {
+            return Err(self.corrupt(root, "root split beyond the level limit"));
+        }
+        let Some(plan) = split::plan(&node, incoming) else {
+            return Err(self.corrupt(root, "no split point makes room"));
+        };
+        let separator = plan.separator_key(&node, incoming.key).to_vec();
+        let page_type = node.page_type();
+        let (left, mut left_guard) = self.bm.allocate_page(page_type, Some(root))?;
+        let (right, mut right_guard) = match self.bm.allocate_page(page_type, Some(root)) {
+            Ok(allocated) => allocated,
+            Err(restart) => {
+                self.bm.delete_page(left, left_guard);
+                return Err(restart);
+            }
+        };
+        self.fill_halves(
+            (root, &mut guard),
+            plan,
+            &separator,
+            (left, &mut left_guard),
+            Some((right, &mut right_guard)),
+        );
+        let left_word = self.bm.reference(left).to_le_bytes();
+        NodeMut::new(self.bm.page_mut(root, &mut guard)).rebuild(
+            node.level() + 1,
+            None,
+            None,
+            self.bm.reference(right),
+            std::iter::once((&separator[..], &left_word[..])),
+        );
+        self.bm.frame(root).set_dirty(true);
+        debug_assert!(split::has_room(
+            &self.node(if incoming.key <= &separator[..] {
+                left
+            } else {
+                right
+            }),
+            incoming
+        ));
+        Ok(())
+    }
+}

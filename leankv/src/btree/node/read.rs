@@ -1,0 +1,282 @@
+//! Reading a node: slots, keys, values, fences and child swips, and the binary search over
+//! key heads.
+//!
+//! Invariant: no read leaves the page or panics, whatever the bytes say: a reader may be
+//! looking at a page that is being written and validates its latch version afterwards.
+
+use super::*;
+
+/// Read access to a node.
+#[derive(Clone, Copy)]
+pub(crate) struct Node<'a> {
+    pub(super) page: PageView<'a>,
+}
+
+impl<'a> Node<'a> {
+    pub(crate) fn new(page: PageView<'a>) -> Self {
+        Node { page }
+    }
+
+    pub(super) fn max_slots(&self) -> usize {
+        self.page.len().saturating_sub(SLOTS) / SLOT_SIZE
+    }
+
+    /// Number of entries (clamped to what could fit, so torn data cannot make loops run long).
+    #[inline]
+    pub(crate) fn count(&self) -> usize {
+        usize::from(self.page.u16(COUNT)).min(self.max_slots())
+    }
+
+    #[inline]
+    pub(crate) fn level(&self) -> u16 {
+        self.page.u16(LEVEL)
+    }
+
+    #[inline]
+    pub(crate) fn is_leaf(&self) -> bool {
+        self.level() == 0
+    }
+
+    fn slot(&self, index: usize) -> usize {
+        SLOTS + index * SLOT_SIZE
+    }
+
+    pub(super) fn key_offset(&self, index: usize) -> usize {
+        usize::from(self.page.u16(self.slot(index)))
+    }
+
+    pub(super) fn key_len(&self, index: usize) -> usize {
+        usize::from(self.page.u16(self.slot(index) + 2))
+    }
+
+    pub(super) fn value_len(&self, index: usize) -> usize {
+        usize::from(self.page.u16(self.slot(index) + 4))
+    }
+
+    pub(super) fn head(&self, index: usize) -> u16 {
+        self.page.u16(self.slot(index) + 6)
+    }
+
+    pub(super) fn head_offset(&self) -> usize {
+        usize::from(self.page.u16(HEAD_OFFSET))
+    }
+
+    /// The prefix every key of the node starts with (see the module notes); empty if the page
+    /// is torn or corrupt.
+    pub(super) fn head_prefix(&self) -> &'a [u8] {
+        let offset = self.head_offset();
+        let source = if self.count() > 0 {
+            Some(self.key(0))
+        } else {
+            self.lower_fence()
+        };
+        source
+            .and_then(|bytes| bytes.get(..offset))
+            .unwrap_or_default()
+    }
+
+    /// What the head offset may be at most: the prefix the first and last key share, or in an
+    /// empty node the fences.
+    pub(super) fn widest_head_offset(&self) -> usize {
+        match self.count() {
+            0 => fence_prefix_len(self.lower_fence(), self.upper_fence()),
+            count => common_prefix_len(self.key(0), self.key(count - 1)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn key(&self, index: usize) -> &'a [u8] {
+        self.page.bytes(self.key_offset(index), self.key_len(index))
+    }
+
+    /// Value of a leaf entry.
+    #[inline]
+    pub(crate) fn value(&self, index: usize) -> &'a [u8] {
+        self.page.bytes(
+            self.key_offset(index) + self.key_len(index),
+            self.value_len(index),
+        )
+    }
+
+    /// Offset of the swip of child `index` (`index == count` is the upper child).
+    #[inline]
+    pub(crate) fn child_offset(&self, index: usize) -> usize {
+        if index >= self.count() {
+            UPPER_SWIP
+        } else {
+            self.key_offset(index) + heap_len(false, self.key_len(index))
+        }
+    }
+
+    /// The swip word of child `index`.
+    #[inline]
+    pub(crate) fn child_word(&self, index: usize) -> u64 {
+        self.page.u64(self.child_offset(index))
+    }
+
+    fn fence(&self, at: usize) -> Option<&'a [u8]> {
+        let len = self.page.u16(at + 2);
+        (len != NO_FENCE).then(|| {
+            self.page
+                .bytes(usize::from(self.page.u16(at)), usize::from(len))
+        })
+    }
+
+    pub(crate) fn lower_fence(&self) -> Option<&'a [u8]> {
+        self.fence(LOWER_FENCE)
+    }
+
+    pub(crate) fn upper_fence(&self) -> Option<&'a [u8]> {
+        self.fence(UPPER_FENCE)
+    }
+
+    /// Order of entry `index` and `key`, which has the node's head prefix and `head`.
+    fn compare(&self, index: usize, key: &[u8], head: u16) -> Ordering {
+        match self.head(index).cmp(&head) {
+            Ordering::Equal => compare_keys(self.key(index), key),
+            unequal => unequal,
+        }
+    }
+
+    /// First index whose key is `>= key`, and whether it is equal.
+    #[inline]
+    pub(crate) fn lower_bound(&self, key: &[u8]) -> (usize, bool) {
+        let prefix = self.head_prefix();
+        if key.len() < prefix.len() || compare_keys(&key[..prefix.len()], prefix).is_ne() {
+            // Heads only order keys with the node's prefix; any other key lies before or
+            // after every entry.
+            let after_all = key > prefix;
+            return (if after_all { self.count() } else { 0 }, false);
+        }
+        let head = key_head(key, self.head_offset());
+        let (mut low, mut high) = (0, self.count());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.compare(middle, key, head) {
+                Ordering::Less => low = middle + 1,
+                Ordering::Greater => high = middle,
+                Ordering::Equal => return (middle, true),
+            }
+        }
+        (low, false)
+    }
+
+    /// First index whose key is `> key`.
+    pub(crate) fn upper_bound(&self, key: &[u8]) -> usize {
+        match self.lower_bound(key) {
+            (index, true) => index + 1,
+            (index, false) => index,
+        }
+    }
+
+    /// First entry index a search with `bound` on `key` is after; for inner nodes, the index
+    /// of the child to descend into.
+    #[inline]
+    pub(crate) fn search(&self, key: &[u8], bound: Bound) -> usize {
+        match bound {
+            Bound::AtLeast => self.lower_bound(key).0,
+            Bound::Above => self.upper_bound(key),
+        }
+    }
+
+    /// Whether the keys a search for `key` with `bound` is after lie in this node's range:
+    /// `lower < key <= upper` for `AtLeast`, `lower <= key < upper` for `Above` (so the
+    /// node's upper fence lies beyond the position and a scan moves forward).
+    pub(crate) fn covers(&self, key: &[u8], bound: Bound) -> bool {
+        let (lower, upper) = (self.lower_fence(), self.upper_fence());
+        match bound {
+            Bound::AtLeast => {
+                lower.is_none_or(|lower| lower < key) && upper.is_none_or(|upper| key <= upper)
+            }
+            Bound::Above => {
+                lower.is_none_or(|lower| lower <= key) && upper.is_none_or(|upper| key < upper)
+            }
+        }
+    }
+
+    pub(super) fn heap_start(&self) -> usize {
+        self.page.u32(HEAP_START) as usize
+    }
+
+    /// Contiguous free bytes between the slots and the heap.
+    pub(crate) fn free_space(&self) -> usize {
+        self.heap_start()
+            .saturating_sub(SLOTS + self.count() * SLOT_SIZE)
+    }
+
+    /// Free bytes after compaction.
+    pub(crate) fn reclaimable_space(&self) -> usize {
+        self.free_space() + self.page.u32(GARBAGE) as usize
+    }
+
+    /// Bytes in use (header, slots, live keys, values and fences).
+    pub(crate) fn used_space(&self) -> usize {
+        self.page.len().saturating_sub(self.reclaimable_space())
+    }
+
+    /// Whether an entry of `size` bytes (see [`entry_size`]) fits, after compaction if needed.
+    pub(crate) fn fits(&self, size: usize) -> bool {
+        self.reclaimable_space() >= size
+    }
+
+    /// Size of entry `index` as [`entry_size`] counts it.
+    pub(crate) fn entry_size(&self, index: usize) -> usize {
+        entry_size(self.is_leaf(), self.key_len(index), self.value_len(index))
+    }
+
+    /// The page type a node of this level has.
+    pub(crate) fn page_type(&self) -> PageType {
+        if self.is_leaf() {
+            PageType::BTreeLeaf
+        } else {
+            PageType::BTreeInner
+        }
+    }
+
+    /// Page size in bytes.
+    pub(crate) fn page_len(&self) -> usize {
+        self.page.len()
+    }
+
+    /// The entries `range` as (key, value-or-swip bytes) pairs.
+    pub(crate) fn entries(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        let leaf = self.is_leaf();
+        range.map(move |i| {
+            let value = if leaf {
+                self.value(i)
+            } else {
+                self.page.bytes(self.child_offset(i), SWIP_SIZE)
+            };
+            (self.key(i), value)
+        })
+    }
+
+    /// Bytes a node needs to hold these entries and fences (conservative).
+    pub(crate) fn size_of<'k>(
+        leaf: bool,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+    ) -> usize {
+        empty_size(leaf, lower, upper)
+            + entries
+                .map(|(key, value)| entry_size(leaf, key.len(), value.len()))
+                .sum::<usize>()
+    }
+
+    /// Visits the offset of every child swip (the buffer manager's child iterator).
+    pub(crate) fn visit_children(page: PageView<'_>, visit: &mut dyn FnMut(usize) -> bool) {
+        let node = Node::new(page);
+        if node.is_leaf() {
+            return;
+        }
+        for index in 0..=node.count() {
+            if !visit(node.child_offset(index)) {
+                return;
+            }
+        }
+    }
+}

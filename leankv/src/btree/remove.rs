@@ -1,0 +1,203 @@
+//! Removing: the entry leaves its exclusively latched leaf; an underfull node is then merged
+//! with a sibling under the parent's latch (fetched from disk if needed), upwards while parents
+//! become underfull, and a root with one child takes that child's contents. Emptied pages are
+//! deleted through the epoch mechanism.
+//!
+//! Invariants: a merge happens only when the merged node fits one page; the separator between
+//! the merged nodes leaves the parent with them; the root page never moves.
+
+use super::*;
+
+/// What removing a key from its leaf asks the caller to do next.
+enum Removal {
+    Done(bool),
+    /// The key was removed and the leaf in this frame has become underfull: merge it.
+    Merge(FrameId),
+}
+
+/// Leaves at most this full (in bytes used) after a removal are merged with a sibling.
+fn underfull(node: &Node<'_>, page_size: usize) -> bool {
+    node.used_space() < page_size / 4
+}
+
+impl<P: Policy> BTree<P> {
+    /// Removes `key`; returns whether it existed.
+    pub(crate) fn remove(&self, key: &[u8]) -> Result<bool> {
+        let page_size = self.bm.page_size();
+        let step = self.bm.run(|mode| {
+            let exists =
+                self.read_leaf(key, Bound::AtLeast, mode, |leaf| leaf.lower_bound(key).1)?;
+            if !exists {
+                return Ok(Removal::Done(false));
+            }
+            let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
+            let (index, found) = self.node(frame).lower_bound(key);
+            if !found {
+                return Ok(Removal::Done(false));
+            }
+            NodeMut::new(self.bm.page_mut(frame, &mut guard)).remove_at(index);
+            self.bm.frame(frame).set_dirty(true);
+            if frame != self.root() && underfull(&self.node(frame), page_size) {
+                return Ok(Removal::Merge(frame));
+            }
+            Ok(Removal::Done(true))
+        })?;
+        match step {
+            Removal::Done(existed) => Ok(existed),
+            Removal::Merge(frame) => {
+                self.merge_upwards(frame, key)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Merges the underfull node in `frame` and, while that leaves its parent underfull, the
+    /// parent too; collapses a root left with a single child.
+    fn merge_upwards(&self, mut frame: FrameId, key: &[u8]) -> Result<()> {
+        for _ in 0..MAX_DEPTH {
+            match self.bm.run(|mode| self.merge(frame, key, mode))? {
+                Some(parent) if parent == self.root() => {
+                    self.bm.run(|_| self.collapse_root())?;
+                    return Ok(());
+                }
+                Some(parent) => frame = parent,
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges the node in `target` with a swizzled sibling if both fit in one page. Returns the
+    /// parent if a merge happened and the parent is now underfull (or is a root with one
+    /// child).
+    pub(super) fn merge(
+        &self,
+        target: FrameId,
+        key: &[u8],
+        mode: LatchMode,
+    ) -> Attempt<Option<FrameId>> {
+        if target == self.root() {
+            return Ok(None);
+        }
+        let Some(ParentAndChild {
+            parent,
+            mut parent_guard,
+            index,
+            child_guard: guard,
+        }) = self.latch_parent_and_child(target, key, mode)?
+        else {
+            return Ok(None);
+        };
+        let page_size = self.bm.page_size();
+        if !underfull(&self.node(target), page_size) {
+            return Ok(None);
+        }
+        let parent_node = self.node(parent);
+        let count = parent_node.count();
+        if count == 0 {
+            return Ok(None);
+        }
+        // The merged pair is (left, right) with separator slot `left_index` in the parent.
+        let (left_index, sibling_index) = if index < count {
+            (index, index + 1)
+        } else {
+            (count - 1, count - 1)
+        };
+        let sibling_word = parent_node.child_word(sibling_index);
+        let sibling = match self.bm.child(sibling_word) {
+            Some(SwipTarget::Frame(sibling)) => sibling,
+            Some(SwipTarget::Page(page_id)) => {
+                // Bring the sibling in (outside the latches), then merge on the restart.
+                let offset = parent_node.child_offset(sibling_index) as u32;
+                drop((guard, parent_guard));
+                let version = self.bm.frame(parent).latch.optimistic()?;
+                return Err(Restart::Swizzle {
+                    frame: parent,
+                    version,
+                    offset,
+                    page_id,
+                });
+            }
+            None => return Err(self.corrupt(parent, "malformed child reference")),
+        };
+        let Some(sibling_guard) = self.bm.frame(sibling).latch.try_lock_exclusive() else {
+            return Ok(None);
+        };
+        if !self.bm.holds(sibling, sibling_word) {
+            return Ok(None);
+        }
+        let ((left, left_guard), (right, mut right_guard)) = if index < count {
+            ((target, guard), (sibling, sibling_guard))
+        } else {
+            ((sibling, sibling_guard), (target, guard))
+        };
+        let (left_node, right_node) = (self.node(left), self.node(right));
+        let separator = parent_node.key(left_index);
+        let leaf = left_node.is_leaf();
+        let merged_entries = || left_node.entries(0..left_node.count());
+        let upper_word = left_node.child_word(left_node.count()).to_le_bytes();
+        let bridge = (!leaf).then_some((separator, &upper_word[..]));
+        let size = Node::size_of(
+            leaf,
+            left_node.lower_fence(),
+            right_node.upper_fence(),
+            merged_entries()
+                .chain(bridge)
+                .chain(right_node.entries(0..right_node.count())),
+        );
+        if size > page_size {
+            return Ok(None);
+        }
+        NodeMut::new(self.bm.page_mut(right, &mut right_guard)).rebuild(
+            right_node.level(),
+            left_node.lower_fence(),
+            right_node.upper_fence(),
+            right_node.child_word(right_node.count()),
+            merged_entries()
+                .chain(bridge)
+                .chain(right_node.entries(0..right_node.count())),
+        );
+        self.adopt_children(right);
+        NodeMut::new(self.bm.page_mut(parent, &mut parent_guard)).remove_at(left_index);
+        self.bm.frame(parent).set_dirty(true);
+        self.bm.frame(right).set_dirty(true);
+        self.bm.delete_page(left, left_guard);
+        let parent_node = self.node(parent);
+        let parent_underfull = if parent == self.root() {
+            parent_node.count() == 0
+        } else {
+            underfull(&parent_node, page_size)
+        };
+        Ok(parent_underfull.then_some(parent))
+    }
+
+    /// If the root is an inner node with a single (swizzled) child, pulls that child's
+    /// contents into the root, lowering the tree by one level.
+    pub(super) fn collapse_root(&self) -> Attempt<()> {
+        let mut guard = self.bm.frame(self.root()).latch.lock_exclusive();
+        let root = self.node(self.root());
+        if root.is_leaf() || root.count() > 0 {
+            return Ok(());
+        }
+        let word = root.child_word(0);
+        let Some(SwipTarget::Frame(child)) = self.bm.child(word) else {
+            return Ok(());
+        };
+        let child_guard = self.bm.frame(child).latch.lock_exclusive();
+        if !self.bm.holds(child, word) {
+            return Ok(());
+        }
+        let child_node = self.node(child);
+        NodeMut::new(self.bm.page_mut(self.root(), &mut guard)).rebuild(
+            child_node.level(),
+            None,
+            None,
+            child_node.child_word(child_node.count()),
+            child_node.entries(0..child_node.count()),
+        );
+        self.adopt_children(self.root());
+        self.bm.frame(self.root()).set_dirty(true);
+        self.bm.delete_page(child, child_guard);
+        Ok(())
+    }
+}

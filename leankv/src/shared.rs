@@ -1,0 +1,85 @@
+//! What every handle of one database shares: the buffer manager, the catalog, the trees
+//! opened so far and the directory lock, with the operations that span them (flush, close,
+//! writing the superblock). `Db` and `Tree` both hold it; neither depends on the other for it.
+//!
+//! Invariant: the superblock is written after the pages it describes (the free list included)
+//! and synced with them; it never counts more pages than the file holds.
+
+use crate::btree::BTree;
+use crate::buffer::policy::Policy;
+use crate::buffer::BufferManager;
+use crate::error::{Error, Result};
+use crate::io::superblock::Superblock;
+use crate::io::AlignedBuf;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub(crate) struct DbShared<P: Policy> {
+    pub(crate) path: PathBuf,
+    pub(crate) bm: Arc<BufferManager<P>>,
+    pub(crate) catalog: Arc<BTree<P>>,
+    /// Every tree opened so far, by name; held while a root is attached or detached.
+    pub(crate) trees: Mutex<HashMap<String, Arc<BTree<P>>>>,
+    /// The directory's lock file while open; `None` once closed.
+    pub(crate) lock: Mutex<Option<File>>,
+    pub(crate) max_key_size: usize,
+    pub(crate) max_value_size: usize,
+}
+
+impl<P: Policy> DbShared<P> {
+    /// Called when the last handle of `tree` is gone: its root may leave the pool (unless a
+    /// new handle came meanwhile). The catalog stays.
+    pub(crate) fn release(&self, tree: &Arc<BTree<P>>) {
+        if Arc::ptr_eq(tree, &self.catalog) {
+            return;
+        }
+        let _trees = self.trees.lock();
+        if !tree.has_handles() {
+            tree.detach();
+        }
+    }
+
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.bm.flush()?;
+        self.write_superblock()
+    }
+
+    fn write_superblock(&self) -> Result<()> {
+        let storage = self.bm.storage().as_ref();
+        let page_size = self.bm.page_size();
+        let (page_count, free) = self.bm.page_allocation();
+        let free_list_head = crate::buffer::save_free_list(storage, page_size, &free)?;
+        // Pages allocated and freed before ever being written lie beyond the end of the file;
+        // the superblock counts them, so the file must hold them (a shorter file is truncated).
+        storage
+            .extend_to(page_count * page_size as u64)
+            .map_err(|e| Error::io("extending the page file", e))?;
+        let mut page = AlignedBuf::new(page_size);
+        Superblock {
+            page_size: page_size as u32,
+            catalog_root: self.catalog.root_page_id(),
+            page_count,
+            free_list_head,
+            free_list_len: free.len() as u64,
+        }
+        .encode(&mut page);
+        storage
+            .write_at(&page, 0)
+            .and_then(|()| storage.sync())
+            .map_err(|e| Error::io("writing the superblock", e))
+    }
+
+    pub(crate) fn close(&self) -> Result<()> {
+        let mut lock = self.lock.lock();
+        if lock.is_none() {
+            return Ok(());
+        }
+        self.bm.shut_down()?;
+        self.write_superblock()?;
+        *lock = None;
+        Ok(())
+    }
+}
