@@ -8,8 +8,10 @@
 //! maps stays charged where it was (current kernels no longer move charges), so engines that
 //! map what they load in-process (the `mmap` baseline) must load inside the group.
 
+use crate::engine::{Engine, EngineKind};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// This process inside a memory-limited cgroup until dropped.
 pub struct MemoryCap {
@@ -74,6 +76,30 @@ impl Drop for MemoryCap {
         );
         let _ = std::fs::remove_dir(&self.group);
     }
+}
+
+/// Opens engine `kind` with `open`; with `memory_cap`, inside a memory cgroup of its pool plus
+/// 10% (not for `inmem`, whose pool must hold everything anyway). Engines that load per run
+/// map what they load, so they enter the cgroup before `open`; the others after it, so that
+/// only the runs are capped.
+pub fn open_capped(
+    kind: EngineKind,
+    memory_cap: bool,
+    pool_bytes: usize,
+    open: impl FnOnce() -> Result<Arc<dyn Engine>>,
+) -> Result<(Arc<dyn Engine>, Option<MemoryCap>)> {
+    let capped = memory_cap && kind != EngineKind::Inmem;
+    let enter = || MemoryCap::enter(pool_bytes as u64 * 11 / 10);
+    let mut cap = if capped && kind.loads_per_run() {
+        Some(enter()?)
+    } else {
+        None
+    };
+    let engine = open()?;
+    if capped && cap.is_none() {
+        cap = Some(enter()?);
+    }
+    Ok((engine, cap))
 }
 
 /// Writes dirty pages and drops the clean page cache (root only).

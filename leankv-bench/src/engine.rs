@@ -1,16 +1,10 @@
-//! The key-value interface every benchmarked engine is driven through, and the engines built
-//! from leankv itself: the engine, its ablations (paper Fig. 7) and the in-memory baseline.
-//! Peer engines live in `peers` behind cargo features.
+//! The key-value interface every benchmarked engine is driven through ([`Engine`]), the engines
+//! the benchmarks know ([`EngineKind`]) and how one is set up for a run ([`Setup`],
+//! [`PoolSize`]). The implementations live in `engines`, one file each.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::ValueEnum;
-use leankv::ablations::{
-    Db, HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Policy, Traditional, Tree,
-};
-use leankv::Options;
-use std::ops::Bound;
-use std::path::Path;
-use std::sync::Arc;
+use leankv::ablations::{HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Policy, Traditional};
 
 /// Page I/O an engine has done so far (engines that cannot tell report zeros).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,28 +89,6 @@ pub fn counters_since(
             (name, after.saturating_sub(earlier))
         })
         .collect()
-}
-
-/// Runs `load` on `kind`'s loader (see [`EngineKind::loader`]) opened over `path`, unless a
-/// previous load finished there (it leaves a `.loaded` marker); a partial load is removed first.
-pub fn load_once(
-    kind: EngineKind,
-    path: &Path,
-    setup: &Setup,
-    load: impl FnOnce(&dyn Engine) -> Result<()>,
-) -> Result<()> {
-    let marker = path.join(".loaded");
-    if marker.exists() {
-        return Ok(());
-    }
-    if path.exists() {
-        std::fs::remove_dir_all(path)?;
-    }
-    let engine = open(kind.loader(), path, setup)?;
-    load(engine.as_ref())?;
-    drop(engine);
-    std::fs::write(&marker, "loaded\n")?;
-    Ok(())
 }
 
 /// Every engine the benchmarks know, whether or not this build includes it.
@@ -214,165 +186,76 @@ pub struct Setup {
     pub scan_prefetch: usize,
 }
 
-impl Setup {
-    fn leankv_options(&self) -> Options {
-        Options::default()
-            .pool_size(self.pool_bytes)
-            .cooling_fraction(self.cooling_fraction)
-            .direct_io(self.direct_io)
-            .scan_prefetch(self.scan_prefetch)
-    }
+/// The memory budget of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PoolSize {
+    Bytes(usize),
+    /// A multiple of the data's size on disk (0.2 = data five times the pool).
+    OfData(f64),
 }
 
-/// Opens engine `kind` with its files in `dir` (created if missing).
-pub fn open(kind: EngineKind, dir: &Path, setup: &Setup) -> Result<Arc<dyn Engine>> {
-    let engine: Arc<dyn Engine> = match kind {
-        EngineKind::Leankv => Arc::new(LeanEngine::<Lean>::open(dir, setup)?),
-        EngineKind::HashTable => Arc::new(LeanEngine::<HashTable>::open(dir, setup)?),
-        EngineKind::Lru => Arc::new(LeanEngine::<Lru>::open(dir, setup)?),
-        EngineKind::Pessimistic => Arc::new(LeanEngine::<Pessimistic>::open(dir, setup)?),
-        EngineKind::Traditional => Arc::new(LeanEngine::<Traditional>::open(dir, setup)?),
-        EngineKind::Inmem => Arc::new(LeanEngine::<InMemory>::open_in_memory(dir, setup)?),
-        EngineKind::Mmap => Arc::new(LeanEngine::<Mmap>::open_in_memory(dir, setup)?),
-        EngineKind::Rocksdb | EngineKind::Lmdb | EngineKind::Redb => {
-            crate::peers::open(kind, dir, setup)?
-        }
-    };
-    Ok(engine)
-}
+impl std::str::FromStr for PoolSize {
+    type Err = String;
 
-/// leankv under buffer-management policy `P`.
-pub struct LeanEngine<P: Policy> {
-    db: Db<P>,
-    trees: Vec<Tree<P>>,
-    settings: String,
-}
-
-impl<P: Policy> LeanEngine<P> {
-    fn open(dir: &Path, setup: &Setup) -> Result<Self> {
-        let db = Db::<P>::open_with_policy(dir, setup.leankv_options())
-            .with_context(|| format!("opening {} in {}", P::NAME, dir.display()))?;
-        Self::with_db(db, setup)
-    }
-
-    /// The policies that never evict keep their pages in the pool alone (for `Mmap` a
-    /// mapped file in `dir`, sized for all data whatever the budget); the `MemoryStorage`
-    /// behind them only holds the superblock.
-    fn open_in_memory(dir: &Path, setup: &Setup) -> Result<Self> {
-        let storage = Arc::new(leankv::testing::MemoryStorage::new());
-        let mut options = setup.leankv_options().background_writer(false);
-        if P::POOL_IN_FILE {
-            let mapping = (setup.data_bytes as usize * 2).max(setup.pool_bytes);
-            options = options.pool_size(mapping);
-        }
-        let db = Db::<P>::open_with_storage_and_policy(dir, options, storage)
-            .with_context(|| format!("opening {}", P::NAME))?;
-        Self::with_db(db, setup)
-    }
-
-    fn with_db(db: Db<P>, setup: &Setup) -> Result<Self> {
-        let trees = setup
-            .tables
-            .iter()
-            .map(|name| db.open_tree(name))
-            .collect::<leankv::Result<_>>()?;
-        let stats = db.stats();
-        let settings = format!(
-            "pool {} MiB, {} KiB pages, cooling {:.0}%, scan read-ahead {} leaves, I/O {:?}, \
-             no WAL (flush on close)",
-            setup.pool_bytes >> 20,
-            stats.page_size >> 10,
-            setup.cooling_fraction * 100.0,
-            setup.scan_prefetch,
-            stats.io_mode,
-        );
-        Ok(LeanEngine {
-            db,
-            trees,
-            settings,
-        })
-    }
-}
-
-impl<P: Policy> Engine for LeanEngine<P> {
-    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        value.clear();
-        Ok(self.trees[table]
-            .get_with(key, |found| value.extend_from_slice(found))?
-            .is_some())
-    }
-
-    fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.trees[table].insert(key, value)?)
-    }
-
-    fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool> {
-        Ok(self.trees[table].update_in_place(key, modify)?.is_some())
-    }
-
-    fn delete(&self, table: Table, key: &[u8]) -> Result<bool> {
-        Ok(self.trees[table].remove(key)?)
-    }
-
-    fn scan(
-        &self,
-        table: Table,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
-        let end = end.map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(self.trees[table].scan::<&[u8], _>((Bound::Included(start), end), visit)?)
-    }
-
-    fn io(&self) -> IoCounters {
-        let stats = self.db.stats();
-        IoCounters {
-            page_reads: stats.page_reads,
-            page_writes: stats.page_writes,
+    /// `512M`, `2G`, or `0.2x` (a fraction of the data size).
+    fn from_str(text: &str) -> Result<PoolSize, String> {
+        let number = |digits: &str| {
+            digits
+                .parse::<f64>()
+                .ok()
+                .filter(|n| *n > 0.0 && n.is_finite())
+                .ok_or_else(|| format!("{text:?}: expected e.g. 512M, 2G or 0.2x"))
+        };
+        let (digits, unit) = text.split_at(text.len().saturating_sub(1));
+        match unit {
+            "x" => Ok(PoolSize::OfData(number(digits)?)),
+            "M" | "m" => Ok(PoolSize::Bytes(
+                (number(digits)? * (1 << 20) as f64) as usize,
+            )),
+            "G" | "g" => Ok(PoolSize::Bytes(
+                (number(digits)? * (1 << 30) as f64) as usize,
+            )),
+            _ => Err(format!("{text:?}: expected e.g. 512M, 2G or 0.2x")),
         }
     }
+}
 
-    /// Pages allocated so far (the page file's high-water mark, whether or not it is written).
-    fn data_bytes(&self) -> Option<u64> {
-        let stats = self.db.stats();
-        Some(stats.page_count * stats.page_size as u64)
-    }
-
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        let stats = self.db.stats();
-        vec![
-            ("page_reads", stats.page_reads),
-            ("page_writes", stats.page_writes),
-            ("background_writes", stats.background_writes),
-            ("evictions", stats.evictions),
-            ("unswizzles", stats.unswizzles),
-            ("cooling_hits", stats.cooling_hits),
-            ("restarts", stats.restarts),
-            ("pessimistic_fallbacks", stats.pessimistic_fallbacks),
-            ("read_waits", stats.read_waits),
-            ("prefetch_reads", stats.prefetch_reads),
-            ("scan_cooled", stats.scan_cooled),
-        ]
-    }
-
-    fn flush(&self) -> Result<()> {
-        if !P::EVICTS {
-            return Ok(()); // nothing to make durable: its storage is memory
+impl std::fmt::Display for PoolSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolSize::Bytes(bytes) if bytes % (1 << 20) == 0 => write!(f, "{}M", bytes >> 20),
+            PoolSize::Bytes(bytes) => write!(f, "{bytes}"),
+            PoolSize::OfData(factor) => write!(f, "{factor}x"),
         }
-        Ok(self.db.flush()?)
-    }
-
-    fn settings(&self) -> String {
-        self.settings.clone()
     }
 }
 
-/// Fails with the feature to enable for an engine left out of this build.
-#[cfg(not(all(feature = "lmdb", feature = "redb", feature = "rocksdb")))]
-pub fn not_built(kind: EngineKind, feature: &str) -> Result<Arc<dyn Engine>> {
-    anyhow::bail!(
-        "{} is not part of this build: rebuild with `--features {feature}` (or `peers`)",
-        kind.name()
-    )
+impl serde::Serialize for PoolSize {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl PoolSize {
+    pub fn bytes(self, data_bytes: u64) -> usize {
+        match self {
+            PoolSize::Bytes(bytes) => bytes,
+            PoolSize::OfData(factor) => (data_bytes as f64 * factor) as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_sizes_parse() {
+        assert_eq!("512M".parse(), Ok(PoolSize::Bytes(512 << 20)));
+        assert_eq!("2G".parse(), Ok(PoolSize::Bytes(2 << 30)));
+        assert_eq!("0.2x".parse(), Ok(PoolSize::OfData(0.2)));
+        assert!("abc".parse::<PoolSize>().is_err());
+        assert!("-1M".parse::<PoolSize>().is_err());
+        assert_eq!(PoolSize::OfData(0.5).bytes(1000), 500);
+    }
 }

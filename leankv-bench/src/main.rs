@@ -9,7 +9,8 @@
 mod cgroup;
 mod device;
 mod engine;
-mod peers;
+mod engines;
+mod harness;
 mod plot;
 mod report;
 mod scan;
@@ -22,10 +23,10 @@ mod ycsb;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use engine::EngineKind;
+use engine::{EngineKind, PoolSize};
 use std::path::PathBuf;
 use std::time::Duration;
-use suite::{PoolSize, Suite};
+use suite::Suite;
 use workload::{Distribution, Mix};
 
 /// Where runs write results, plots and data unless told otherwise (ignored by git).

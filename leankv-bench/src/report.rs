@@ -62,6 +62,11 @@ pub struct Latency {
     pub max_us: f64,
 }
 
+/// A histogram of latencies in nanoseconds, from 1 ns to a minute, 3 significant digits.
+pub fn new_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
 impl Latency {
     pub fn of(histogram: &hdrhistogram::Histogram<u64>) -> Latency {
         let us = |nanos: u64| nanos as f64 / 1000.0;

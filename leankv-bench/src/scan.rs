@@ -8,16 +8,17 @@
 //! memory speed while the large tree streams through the pool (hinting keeps the large scan's
 //! leaves cooling, read-ahead keeps its reads flowing).
 
-use crate::engine::{self, Engine, EngineKind, Setup, Table};
-use crate::report::{self, Machine};
-use crate::suite::{unix_time, PoolSize};
+use crate::engine::{Engine, EngineKind, PoolSize, Setup, Table};
+use crate::engines;
+use crate::harness::{self, Clock, Environment, Record};
+use crate::report;
 use crate::workload::fill_value;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 const SMALL: Table = 0;
 const LARGE: Table = 1;
@@ -28,7 +29,7 @@ const LOAD_BATCH: usize = 10_000;
 const PUBLISH_EVERY: u64 = 4_096;
 
 /// What a `scan` invocation runs: every engine × pool × read-ahead depth.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Config {
     pub label: String,
     pub engines: Vec<EngineKind>,
@@ -38,6 +39,7 @@ pub struct Config {
     /// Bytes, or multiples of both trees' data together.
     pub pools: Vec<PoolSize>,
     pub prefetch: Vec<usize>,
+    #[serde(serialize_with = "harness::seconds")]
     pub duration: Duration,
     /// Seconds of fio before and after the runs (0: no fio).
     pub fio_seconds: u64,
@@ -56,11 +58,11 @@ pub struct Sample {
 }
 
 /// One run, as saved to the results file.
+pub type ScanRecord = Record<ScanRun>;
+
+/// What one scan run measured, with its parameters.
 #[derive(Debug, Clone, Serialize)]
-pub struct ScanRecord {
-    pub benchmark: &'static str,
-    pub label: String,
-    pub unix_time: u64,
+pub struct ScanRun {
     pub engine: &'static str,
     pub engine_settings: String,
     pub small_records: u64,
@@ -83,7 +85,6 @@ pub struct ScanRecord {
     pub engine_counters: BTreeMap<&'static str, u64>,
     pub series: Vec<Sample>,
     pub direct_io: bool,
-    pub machine: Machine,
 }
 
 /// Runs `config`, appending each run to the results file.
@@ -93,7 +94,7 @@ pub fn run(config: &Config) -> Result<Vec<ScanRecord>> {
     }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
-    let machine = Machine::probe(&config.data_dir);
+    let environment = Environment::probe(&config.data_dir);
     let fio = |when: &str| -> Result<Option<f64>> {
         if config.fio_seconds == 0 {
             return Ok(None);
@@ -111,7 +112,13 @@ pub fn run(config: &Config) -> Result<Vec<ScanRecord>> {
             for &prefetch in &config.prefetch {
                 let pool_bytes = pool.bytes(data_bytes).max(16 << 20);
                 records.push(run_one(
-                    config, kind, &path, data_bytes, pool_bytes, prefetch, &machine,
+                    config,
+                    kind,
+                    &path,
+                    data_bytes,
+                    pool_bytes,
+                    prefetch,
+                    &environment,
                 )?);
             }
         }
@@ -143,7 +150,7 @@ fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
         );
     }
     let path = data_path(config, kind);
-    engine::load_once(kind, &path, &setup(config, 1 << 30, 0), |engine| {
+    engines::load_once(kind, &path, &setup(config, 1 << 30, 0), |engine| {
         println!(
             "loading {} + {} records into {}",
             config.small_records,
@@ -178,22 +185,23 @@ fn setup(config: &Config, pool_bytes: usize, prefetch: usize) -> Setup {
     }
 }
 
-/// Scans `table` from start to end, over and over, until `stop`; counts records and scans.
+/// Scans `table` from start to end, over and over, until the clock says stop; counts records
+/// and scans.
 fn scan_repeatedly(
     engine: &dyn Engine,
     table: Table,
     records: &AtomicU64,
     scans: &AtomicU64,
-    stop: &AtomicBool,
+    clock: &Clock<'_>,
 ) -> Result<()> {
-    while !stop.load(Ordering::Relaxed) {
+    while clock.running() {
         let mut unpublished = 0;
         engine.scan(table, &[], None, &mut |_, _| {
             unpublished += 1;
             if unpublished == PUBLISH_EVERY {
                 records.fetch_add(unpublished, Ordering::Relaxed);
                 unpublished = 0;
-                return !stop.load(Ordering::Relaxed);
+                return clock.running();
             }
             true
         })?;
@@ -211,7 +219,7 @@ fn run_one(
     data_bytes: u64,
     pool_bytes: usize,
     prefetch: usize,
-    machine: &Machine,
+    environment: &Environment,
 ) -> Result<ScanRecord> {
     println!(
         "scan: {} with pool {} MiB ({:.2}x data), read-ahead {prefetch}",
@@ -224,63 +232,42 @@ fn run_one(
     if !config.direct_io {
         crate::cgroup::drop_page_cache().ok();
     }
-    let engine = engine::open(kind, loaded, &setup(config, pool_bytes, prefetch))?;
+    let engine = engines::open(kind, loaded, &setup(config, pool_bytes, prefetch))?;
     let engine = engine.as_ref();
     let record_mib = (8 + config.value_size) as f64 / (1 << 20) as f64;
     let counts = [AtomicU64::new(0), AtomicU64::new(0)];
     let scans = [AtomicU64::new(0), AtomicU64::new(0)];
-    let stop = AtomicBool::new(false);
-    let counters_before = engine.counters();
-    let (read_before, _) = report::process_io_bytes();
-    let started = Instant::now();
-    let series = std::thread::scope(|scope| -> Result<Vec<Sample>> {
-        let scanners: Vec<_> = [SMALL, LARGE]
-            .into_iter()
-            .map(|table| {
-                let (counts, scans, stop) = (&counts, &scans, &stop);
-                scope.spawn(move || {
-                    let result =
-                        scan_repeatedly(engine, table, &counts[table], &scans[table], stop);
-                    stop.store(true, Ordering::Relaxed);
-                    result
-                })
-            })
-            .collect();
-        let mut series = Vec::new();
-        let mut last = (Instant::now(), [0, 0], read_before);
-        while started.elapsed() < config.duration && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_secs(1).min(config.duration));
-            let now = Instant::now();
+    // Thread 0 scans the small tree, thread 1 the large one.
+    let tables = [SMALL, LARGE];
+    let mut last = ([0, 0], report::process_io_bytes().0);
+    let timed = harness::run_timed(
+        engine,
+        tables.len(),
+        config.duration,
+        |thread, clock| {
+            let table = tables[thread];
+            scan_repeatedly(engine, table, &counts[table], &scans[table], clock)
+        },
+        |tick| {
             let current = [
                 counts[SMALL].load(Ordering::Relaxed),
                 counts[LARGE].load(Ordering::Relaxed),
             ];
             let (read, _) = report::process_io_bytes();
-            let seconds = (now - last.0).as_secs_f64();
-            series.push(Sample {
-                second: (now - started).as_secs_f64(),
-                large_mib_per_s: (current[LARGE] - last.1[LARGE]) as f64 * record_mib / seconds,
-                small_mib_per_s: (current[SMALL] - last.1[SMALL]) as f64 * record_mib / seconds,
-                read_mib_per_s: read.saturating_sub(last.2) as f64 / (1 << 20) as f64 / seconds,
-            });
-            last = (now, current, read);
-        }
-        stop.store(true, Ordering::Relaxed);
-        for scanner in scanners {
-            scanner.join().expect("scanner panicked")?;
-        }
-        Ok(series)
-    })?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let (read_after, _) = report::process_io_bytes();
-    let engine_counters = engine::counters_since(engine, &counters_before)
-        .into_iter()
-        .collect();
+            let scanned = |table: Table| (current[table] - last.0[table]) as f64 * record_mib;
+            let sample = Sample {
+                second: tick.second,
+                large_mib_per_s: scanned(LARGE) / tick.interval,
+                small_mib_per_s: scanned(SMALL) / tick.interval,
+                read_mib_per_s: tick.mib_rate(read.saturating_sub(last.1)),
+            };
+            last = (current, read);
+            Some(sample)
+        },
+    )?;
+    let elapsed = timed.elapsed.as_secs_f64();
     let rate = |table: Table| counts[table].load(Ordering::Relaxed) as f64 * record_mib / elapsed;
-    let record = ScanRecord {
-        benchmark: "scan",
-        label: config.label.clone(),
-        unix_time: unix_time(),
+    let run = ScanRun {
         engine: kind.name(),
         engine_settings: engine.settings(),
         small_records: config.small_records,
@@ -295,18 +282,20 @@ fn run_one(
         small_mib_per_s: rate(SMALL),
         large_full_scans: scans[LARGE].load(Ordering::Relaxed),
         small_full_scans: scans[SMALL].load(Ordering::Relaxed),
-        read_mib_per_s: read_after.saturating_sub(read_before) as f64 / (1 << 20) as f64 / elapsed,
+        read_mib_per_s: timed.bytes_read as f64 / (1 << 20) as f64 / elapsed,
         device_sequential_mib_s: None,
-        engine_counters,
-        series,
+        engine_counters: timed.counters.into_iter().collect(),
+        series: timed.series,
         direct_io: config.direct_io,
-        machine: machine.clone(),
     };
     println!(
         "  large {:.0} MiB/s, small {:.0} MiB/s, read {:.0} MiB/s",
-        record.large_mib_per_s, record.small_mib_per_s, record.read_mib_per_s
+        run.large_mib_per_s, run.small_mib_per_s, run.read_mib_per_s
     );
-    Ok(record)
+    Ok(Record {
+        header: environment.header("scan", &config.label, config),
+        run,
+    })
 }
 
 /// The results as a table.

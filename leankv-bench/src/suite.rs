@@ -2,9 +2,11 @@
 //! by side in one invocation, with data loaded once per file format and reused across runs
 //! (and across invocations: a `.loaded` marker records a finished load).
 
-use crate::cgroup::MemoryCap;
-use crate::engine::{self, scan_count, Engine, EngineKind, Setup};
-use crate::report::{self, Latency, Machine, Table};
+use crate::cgroup::{open_capped, MemoryCap};
+use crate::engine::{Engine, EngineKind, PoolSize, Setup};
+use crate::engines;
+use crate::harness::{self, tempdir_in, Environment, Record};
+use crate::report::{self, Latency, Table};
 use crate::stats::{group_by, Spread};
 use crate::workload::{Distribution, Mix};
 use crate::ycsb::{self, RunSpec};
@@ -12,54 +14,11 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-/// The memory budget of a run.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PoolSize {
-    Bytes(usize),
-    /// A multiple of the data's size on disk (0.2 = data five times the pool).
-    OfData(f64),
-}
-
-impl std::str::FromStr for PoolSize {
-    type Err = String;
-
-    /// `512M`, `2G`, or `0.2x` (a fraction of the data size).
-    fn from_str(text: &str) -> Result<PoolSize, String> {
-        let number = |digits: &str| {
-            digits
-                .parse::<f64>()
-                .ok()
-                .filter(|n| *n > 0.0 && n.is_finite())
-                .ok_or_else(|| format!("{text:?}: expected e.g. 512M, 2G or 0.2x"))
-        };
-        let (digits, unit) = text.split_at(text.len().saturating_sub(1));
-        match unit {
-            "x" => Ok(PoolSize::OfData(number(digits)?)),
-            "M" | "m" => Ok(PoolSize::Bytes(
-                (number(digits)? * (1 << 20) as f64) as usize,
-            )),
-            "G" | "g" => Ok(PoolSize::Bytes(
-                (number(digits)? * (1 << 30) as f64) as usize,
-            )),
-            _ => Err(format!("{text:?}: expected e.g. 512M, 2G or 0.2x")),
-        }
-    }
-}
-
-impl PoolSize {
-    pub fn bytes(self, data_bytes: u64) -> usize {
-        match self {
-            PoolSize::Bytes(bytes) => bytes,
-            PoolSize::OfData(factor) => (data_bytes as f64 * factor) as usize,
-        }
-    }
-}
-
 /// What a suite runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Suite {
     pub label: String,
     pub engines: Vec<EngineKind>,
@@ -68,8 +27,10 @@ pub struct Suite {
     pub threads: Vec<usize>,
     pub distributions: Vec<Distribution>,
     pub mix: Mix,
+    #[serde(serialize_with = "harness::seconds")]
     pub duration: Duration,
     /// Unmeasured run before the measured ones when the data does not fit the pool.
+    #[serde(serialize_with = "harness::seconds")]
     pub warmup: Duration,
     pub pool: PoolSize,
     pub cooling: Vec<f64>,
@@ -83,11 +44,11 @@ pub struct Suite {
 }
 
 /// One measured run, as saved to the results file.
+pub type RunRecord = Record<YcsbRun>;
+
+/// What one YCSB run measured, with its parameters.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRecord {
-    pub benchmark: &'static str,
-    pub label: String,
-    pub unix_time: u64,
+pub struct YcsbRun {
     pub engine: &'static str,
     pub engine_settings: String,
     pub records: u64,
@@ -116,14 +77,13 @@ pub struct RunRecord {
     pub memory_cap_bytes: Option<u64>,
     pub cgroup_peak_bytes: Option<u64>,
     pub direct_io: bool,
-    pub machine: Machine,
 }
 
 /// Runs the suite, appending each run to the results file and printing a table at the end.
 pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
     std::fs::create_dir_all(&suite.data_dir)
         .with_context(|| format!("creating {}", suite.data_dir.display()))?;
-    let machine = Machine::probe(&suite.data_dir);
+    let environment = Environment::probe(&suite.data_dir);
     let mut records = Vec::new();
     for &kind in &suite.engines {
         let coolings: &[f64] = if kind.uses_leankv_files() {
@@ -132,7 +92,7 @@ pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
             &suite.cooling[..1]
         };
         for &cooling in coolings {
-            records.extend(run_engine(suite, kind, cooling, &machine)?);
+            records.extend(run_engine(suite, kind, cooling, &environment)?);
         }
     }
     println!("{}", table(&records).render());
@@ -192,7 +152,7 @@ fn load_setup(suite: &Suite) -> Setup {
 
 /// Loads the suite's records into `path` unless a previous load finished there.
 fn ensure_loaded(suite: &Suite, kind: EngineKind, path: &Path) -> Result<()> {
-    engine::load_once(kind, path, &load_setup(suite), |engine| {
+    engines::load_once(kind, path, &load_setup(suite), |engine| {
         println!("loading {} records into {}", suite.records, path.display());
         let rate = ycsb::load(engine, suite.records, suite.value_size)?;
         println!("  loaded at {:.0} records/s", rate);
@@ -211,7 +171,7 @@ fn run_engine(
     suite: &Suite,
     kind: EngineKind,
     cooling: f64,
-    machine: &Machine,
+    environment: &Environment,
 ) -> Result<Vec<RunRecord>> {
     let data_bytes = data_bytes(suite)?;
     if kind.uses_page_cache(suite.direct_io) && !suite.memory_cap {
@@ -229,29 +189,23 @@ fn run_engine(
         tables: ycsb::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
     };
-    let capped = suite.memory_cap && kind != EngineKind::Inmem;
-    let enter_cap = || MemoryCap::enter(setup.pool_bytes as u64 * 11 / 10);
-    // Engines that map what they load are capped from the start (see `cgroup`).
-    let mut cap = if capped && kind.loads_per_run() {
-        Some(enter_cap()?)
+    let scratch = if kind.loads_per_run() {
+        Some(tempdir_in(&suite.data_dir)?)
     } else {
         None
     };
-    let (engine, scratch) = if kind.loads_per_run() {
-        let scratch = tempdir_in(&suite.data_dir)?;
-        let engine = engine::open(kind, &scratch, &setup)?;
-        println!("loading {} records into {}", suite.records, kind.name());
-        ycsb::load(engine.as_ref(), suite.records, suite.value_size)?;
-        (engine, Some(scratch))
-    } else {
-        let path = data_path(suite, kind);
-        ensure_loaded(suite, kind, &path)?;
-        (engine::open(kind, &path, &setup)?, None)
-    };
-    // The others after loading, so that only the runs are capped.
-    if capped && cap.is_none() {
-        cap = Some(enter_cap()?);
-    }
+    let (engine, cap) = open_capped(kind, suite.memory_cap, setup.pool_bytes, || {
+        if let Some(scratch) = &scratch {
+            let engine = engines::open(kind, scratch, &setup)?;
+            println!("loading {} records into {}", suite.records, kind.name());
+            ycsb::load(engine.as_ref(), suite.records, suite.value_size)?;
+            Ok(engine)
+        } else {
+            let path = data_path(suite, kind);
+            ensure_loaded(suite, kind, &path)?;
+            engines::open(kind, &path, &setup)
+        }
+    })?;
     prepare(suite, engine.as_ref(), &setup, data_bytes)?;
     let next_insert = AtomicU64::new(suite.records + 1_000_000_000);
     let mut out = Vec::new();
@@ -265,12 +219,8 @@ fn run_engine(
                 mix: suite.mix.clone(),
                 duration: suite.duration,
             };
-            report::reset_peak_rss();
             let measured = ycsb::run(engine.as_ref(), &spec, &next_insert)?;
-            let record = RunRecord {
-                benchmark: "ycsb",
-                label: suite.label.clone(),
-                unix_time: unix_time(),
+            let run = YcsbRun {
                 engine: kind.name(),
                 engine_settings: engine.settings(),
                 records: suite.records,
@@ -297,11 +247,14 @@ fn run_engine(
                 page_reads_per_s: measured.per_second(measured.io.page_reads),
                 page_writes_per_s: measured.per_second(measured.io.page_writes),
                 engine_counters: measured.counters.iter().copied().collect(),
-                peak_rss_bytes: report::peak_rss(),
+                peak_rss_bytes: measured.peak_rss_bytes,
                 memory_cap_bytes: cap.as_ref().map(|cap| cap.limit_bytes),
                 cgroup_peak_bytes: cap.as_ref().map(MemoryCap::peak_bytes),
                 direct_io: suite.direct_io,
-                machine: machine.clone(),
+            };
+            let record = Record {
+                header: environment.header("ycsb", &suite.label, suite),
+                run,
             };
             println!(
                 "  {:<12} {}T {:<10} pool {:>6} MiB: {:>10.0} ops/s, p99 {:.1} µs, {:.0} reads/s",
@@ -330,9 +283,9 @@ fn run_engine(
 fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -> Result<()> {
     let started = Instant::now();
     if setup.pool_bytes as u64 >= data_bytes * 11 / 10 {
-        let seen = scan_count(engine, ycsb::TABLE, &[], usize::MAX)?;
+        let seen = harness::read_all(engine, [ycsb::TABLE])?;
         anyhow::ensure!(
-            seen as u64 >= suite.records,
+            seen >= suite.records,
             "{} records found, {} loaded",
             seen,
             suite.records
@@ -462,54 +415,9 @@ pub fn summary(records: &[RunRecord]) -> Table {
     table
 }
 
-pub fn unix_time() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// A fresh directory under `parent` for data that lives only during one run.
-pub fn tempdir_in(parent: &Path) -> Result<PathBuf> {
-    let path = parent.join(format!(
-        "scratch-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    std::fs::create_dir_all(&path)?;
-    Ok(path)
-}
-
-/// Runs one worker's `body`; if it fails or panics, raises `stop` so that the other workers
-/// and the monitor end too (a panicked worker would otherwise leave them running, and a
-/// monitor that runs until `stop` would keep the scope open forever).
-pub fn stop_all_on_failure<T>(stop: &AtomicBool, body: impl FnOnce() -> Result<T>) -> Result<T> {
-    struct RaiseOnDrop<'a>(&'a AtomicBool, bool);
-    impl Drop for RaiseOnDrop<'_> {
-        fn drop(&mut self) {
-            if self.1 {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-    }
-    let mut raise = RaiseOnDrop(stop, true);
-    let result = body();
-    raise.1 = result.is_err();
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pool_sizes_parse() {
-        assert_eq!("512M".parse(), Ok(PoolSize::Bytes(512 << 20)));
-        assert_eq!("2G".parse(), Ok(PoolSize::Bytes(2 << 30)));
-        assert_eq!("0.2x".parse(), Ok(PoolSize::OfData(0.2)));
-        assert!("abc".parse::<PoolSize>().is_err());
-        assert!("-1M".parse::<PoolSize>().is_err());
-        assert_eq!(PoolSize::OfData(0.5).bytes(1000), 500);
-    }
 
     #[test]
     fn a_small_suite_runs_every_engine_and_records_each_run() {

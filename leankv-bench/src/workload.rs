@@ -69,6 +69,12 @@ impl fmt::Display for Distribution {
     }
 }
 
+impl serde::Serialize for Distribution {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl Distribution {
     /// θ as a number (0 for uniform), for plots and JSON.
     pub fn theta(&self) -> f64 {
@@ -265,6 +271,13 @@ impl Mix {
             u -= weight;
         }
         self.weights.last().expect("a mix has an operation").0
+    }
+}
+
+/// A mix is recorded by its name (a preset's, or the text it was parsed from).
+impl serde::Serialize for Mix {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name)
     }
 }
 

@@ -2,13 +2,13 @@
 //! measuring throughput, latency percentiles and page I/O.
 
 use crate::engine::{scan_count, Engine, IoCounters, Table};
-use crate::report::Latency;
-use crate::suite::stop_all_on_failure;
+use crate::harness::{self, Clock};
+use crate::report::{new_histogram, Latency};
 use crate::workload::{fill_value, key, Distribution, Mix, Op, Sampler};
 use anyhow::{bail, Result};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Pairs per `put_batch` call while loading.
@@ -70,6 +70,7 @@ pub struct Measurement {
     pub io: IoCounters,
     /// How much each of the engine's counters grew during the run.
     pub counters: Vec<(&'static str, u64)>,
+    pub peak_rss_bytes: u64,
 }
 
 impl Measurement {
@@ -86,56 +87,30 @@ impl Measurement {
 /// shared across runs so that every insert adds a new key.
 pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Result<Measurement> {
     let sampler = Sampler::new(spec.distribution, spec.records);
-    let stop = AtomicBool::new(false);
-    let io_before = engine.io();
-    let counters_before = engine.counters();
-    let started = Instant::now();
-    let deadline = started + spec.duration;
-    let results: Vec<Result<(Histogram<u64>, [u64; Op::ALL.len()])>> =
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..spec.threads)
-                .map(|thread| {
-                    let (sampler, stop) = (&sampler, &stop);
-                    scope.spawn(move || {
-                        stop_all_on_failure(stop, || {
-                            let thread = thread as u64;
-                            worker(engine, spec, sampler, next_insert, thread, deadline, stop)
-                        })
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join().expect("benchmark worker panicked"))
-                .collect()
-        });
-    let elapsed = started.elapsed();
-    let io_after = engine.io();
-    let counters = crate::engine::counters_since(engine, &counters_before);
+    let timed = harness::run_timed(
+        engine,
+        spec.threads,
+        spec.duration,
+        |thread, clock| worker(engine, spec, &sampler, next_insert, thread as u64, clock),
+        |_| None::<()>,
+    )?;
     let mut histogram = new_histogram();
     let mut counts = [0u64; Op::ALL.len()];
-    for result in results {
-        let (worker_histogram, worker_counts) = result?;
-        histogram.add(&worker_histogram)?;
+    for (worker_histogram, worker_counts) in &timed.workers {
+        histogram.add(worker_histogram)?;
         for (total, count) in counts.iter_mut().zip(worker_counts) {
             *total += count;
         }
     }
     Ok(Measurement {
         ops: counts.iter().sum(),
-        elapsed,
+        elapsed: timed.elapsed,
         ops_by_kind: Op::ALL.iter().copied().zip(counts).collect(),
         latency: Latency::of(&histogram),
-        io: IoCounters {
-            page_reads: io_after.page_reads - io_before.page_reads,
-            page_writes: io_after.page_writes - io_before.page_writes,
-        },
-        counters,
+        io: timed.io,
+        counters: timed.counters,
+        peak_rss_bytes: timed.peak_rss_bytes,
     })
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
 }
 
 /// One worker thread: operations until the deadline (or until another worker failed).
@@ -145,8 +120,7 @@ fn worker(
     sampler: &Sampler,
     next_insert: &AtomicU64,
     thread: u64,
-    deadline: Instant,
-    stop: &AtomicBool,
+    clock: &Clock<'_>,
 ) -> Result<(Histogram<u64>, [u64; Op::ALL.len()])> {
     let mut rng = fastrand::Rng::with_seed(0x5eed ^ thread.wrapping_mul(0x9E37_79B9));
     let mut histogram = new_histogram();
@@ -155,7 +129,7 @@ fn worker(
     let mut read_buffer = Vec::with_capacity(spec.value_size);
     let mut version = thread << 48;
     for n in 0.. {
-        if n % CLOCK_INTERVAL == 0 && (Instant::now() >= deadline || stop.load(Ordering::Relaxed)) {
+        if n % CLOCK_INTERVAL == 0 && !clock.running() {
             break;
         }
         let op = spec.mix.next(&mut rng);
@@ -203,7 +177,8 @@ fn worker(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{open, EngineKind, Setup};
+    use crate::engine::{EngineKind, Setup};
+    use crate::engines::open;
 
     fn setup() -> Setup {
         Setup {

@@ -1,0 +1,142 @@
+//! What a TPC-C run records (per-second samples and the run's totals) and the tables printed
+//! at the end: every run, and medians over rounds.
+
+use crate::harness::Record;
+use crate::report::{Latency, Table};
+use crate::stats::{group_by, Spread};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One second of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    pub second: f64,
+    pub tps: f64,
+    pub page_reads_per_s: f64,
+    pub page_writes_per_s: f64,
+    pub mib_read_per_s: f64,
+    pub mib_written_per_s: f64,
+    pub data_mib: f64,
+}
+
+/// One measured run, as saved to the results file.
+pub type TpccRecord = Record<TpccRun>;
+
+/// What one TPC-C run measured, with its parameters.
+#[derive(Debug, Clone, Serialize)]
+pub struct TpccRun {
+    pub engine: &'static str,
+    pub engine_settings: String,
+    pub warehouses: u32,
+    pub threads: usize,
+    pub affinity: bool,
+    /// Which of the `repeat` rounds this run belongs to (from 1).
+    pub round: usize,
+    pub duration_s: f64,
+    pub pool_bytes: usize,
+    pub data_bytes_start: u64,
+    pub data_bytes_end: u64,
+    /// Pool over the data at the start (≥ 1: the run starts in memory).
+    pub pool_to_data: f64,
+    pub transactions: u64,
+    pub tps: f64,
+    /// Committed New-Order transactions per minute (TPC-C's tpmC, without think times).
+    pub new_orders_per_min: f64,
+    pub committed: BTreeMap<&'static str, u64>,
+    pub rolled_back: u64,
+    pub latency: BTreeMap<&'static str, Latency>,
+    pub page_reads_per_s: f64,
+    pub page_writes_per_s: f64,
+    pub mib_written_per_s: f64,
+    pub engine_counters: BTreeMap<&'static str, u64>,
+    pub peak_rss_bytes: u64,
+    pub memory_cap_bytes: Option<u64>,
+    pub cgroup_peak_bytes: Option<u64>,
+    /// "passed", "failed" or "not run".
+    pub check: &'static str,
+    pub series: Vec<Sample>,
+    pub direct_io: bool,
+}
+
+/// Median, lowest and highest tps of each engine, thread count and pool over the rounds;
+/// `×leankv` compares medians.
+pub fn summary(records: &[TpccRecord]) -> Table {
+    let groups: Vec<((&str, usize, usize), Spread)> =
+        group_by(records, |r| (r.engine, r.threads, r.pool_bytes))
+            .into_iter()
+            .map(|(shape, runs)| {
+                (
+                    shape,
+                    Spread::of(&runs.iter().map(|r| r.tps).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
+    let mut table = Table::new(&[
+        "engine",
+        "threads",
+        "pool MiB",
+        "median tps",
+        "min",
+        "max",
+        "×leankv",
+    ]);
+    for ((engine, threads, pool), tps) in &groups {
+        let reference = groups
+            .iter()
+            .find(|((e, t, p), _)| *e == "leankv" && t == threads && p == pool)
+            .map(|(_, tps)| tps.median);
+        table.row(vec![
+            engine.to_string(),
+            threads.to_string(),
+            (pool >> 20).to_string(),
+            format!("{:.0}", tps.median),
+            format!("{:.0}", tps.min),
+            format!("{:.0}", tps.max),
+            reference.map_or("-".into(), |r| format!("{:.2}", tps.median / r)),
+        ]);
+    }
+    table
+}
+
+/// The results as a table; `×leankv` compares with leankv's run of the same shape and round.
+pub fn table(records: &[TpccRecord]) -> Table {
+    let mut table = Table::new(&[
+        "engine",
+        "threads",
+        "pool MiB",
+        "data MiB start->end",
+        "tps",
+        "×leankv",
+        "NewOrd/min",
+        "NO p99 µs",
+        "reads/s",
+        "MiB/s written",
+        "check",
+    ]);
+    for record in records {
+        let reference = records.iter().find(|other| {
+            other.engine == "leankv"
+                && other.threads == record.threads
+                && other.pool_bytes == record.pool_bytes
+                && other.round == record.round
+        });
+        table.row(vec![
+            record.engine.to_string(),
+            record.threads.to_string(),
+            (record.pool_bytes >> 20).to_string(),
+            format!(
+                "{}->{}",
+                record.data_bytes_start >> 20,
+                record.data_bytes_end >> 20
+            ),
+            format!("{:.0}", record.tps),
+            reference.map_or("-".into(), |r| format!("{:.2}", record.tps / r.tps)),
+            format!("{:.0}", record.new_orders_per_min),
+            format!("{:.0}", record.latency["new_order"].p99_us),
+            format!("{:.0}", record.page_reads_per_s),
+            format!("{:.1}", record.mib_written_per_s),
+            record.check.to_string(),
+        ]);
+    }
+    table
+}
