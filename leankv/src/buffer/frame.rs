@@ -75,7 +75,10 @@ impl Frame {
         }
     }
 
+    /// Moves the frame to `state`. Every transition changes the state: free -> hot
+    /// (allocated), free -> cooling (read in), hot <-> cooling, and back to free.
     pub(crate) fn set_state(&self, state: FrameState) {
+        debug_assert_ne!(self.state(), state, "frame state transition to itself");
         self.state.store(state as u8, Ordering::Release);
     }
 

@@ -25,6 +25,10 @@ impl<'a> NodeMut<'a> {
     /// Makes the page an empty node of `level` with the given fences, keeping the page header
     /// (id, LSN) but setting the page type to match the level.
     pub(crate) fn init(&mut self, level: u16, lower: Option<&[u8]>, upper: Option<&[u8]>) {
+        debug_assert!(
+            lower.zip(upper).is_none_or(|(lower, upper)| lower < upper),
+            "fences out of order"
+        );
         let len = self.page.view().len();
         let page_type = if level == 0 {
             PageType::BTreeLeaf
@@ -180,6 +184,9 @@ impl<'a> NodeMut<'a> {
         );
         self.page.set_u8(4, scratch[4]);
         self.page.set_bytes(COUNT, &scratch[COUNT..]);
+        // A rebuilt node (split halves, merged nodes, new roots) must be one a reader from
+        // disk would accept: keys sorted and strictly inside the fences, exact accounting.
+        debug_assert_eq!(self.view().check(), Ok(()), "rebuilt node is malformed");
     }
 
     /// A page image of `len` bytes holding a node with these contents, its head offset as
