@@ -349,6 +349,16 @@ impl<P: Policy> Db<P> {
 
     /// Flushes, then walks every tree on disk checking checksums, node structure, key order,
     /// fence keys and page ownership. Run it while no writes are in flight.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// db.open_tree("users")?.insert("ada", "lovelace")?;
+    /// let report = db.check_integrity()?;
+    /// assert!(report.is_ok(), "{report}"); // Display lists every problem found
+    /// assert_eq!(report.trees, 2); // "users" and the catalog
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn check_integrity(&self) -> Result<IntegrityReport> {
         self.shared.flush()?;
         let bm = &self.shared.bm;

@@ -73,7 +73,24 @@ impl<P: Policy> Tree<P> {
         key.len() <= self.db.max_key_size
     }
 
-    /// Inserts `key` with `value`, replacing any previous value.
+    /// Inserts `key` with `value`, replacing any previous value. Fails with
+    /// [`Error::KeyTooLarge`] / [`Error::ValueTooLarge`] beyond the database's limits.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let users = db.open_tree("users")?;
+    /// users.insert("ada", "lovelace")?;
+    /// users.insert("ada", "byron")?; // replaces
+    /// assert_eq!(users.get("ada")?, Some(b"byron".to_vec()));
+    /// assert_eq!(users.get("alan")?, None);
+    /// let too_long = vec![0u8; db.max_key_size() + 1];
+    /// assert!(matches!(
+    ///     users.insert(&too_long, ""),
+    ///     Err(leankv::Error::KeyTooLarge { .. })
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.check_key(key)?;
@@ -99,6 +116,16 @@ impl<P: Policy> Tree<P> {
 
     /// Calls `read` with the value of `key`, if present, without allocating: the value is
     /// copied into a reused per-thread buffer (a consistent copy, never torn).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let sizes = db.open_tree("sizes")?;
+    /// sizes.insert("a.txt", 1234u32.to_le_bytes())?;
+    /// let size = sizes.get_with("a.txt", |bytes| u32::from_le_bytes(bytes.try_into().unwrap()))?;
+    /// assert_eq!(size, Some(1234));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get_with<R>(
         &self,
         key: impl AsRef<[u8]>,
@@ -181,6 +208,23 @@ impl<P: Policy> Tree<P> {
     /// out the hot pages of other work. It returns every key that is present for the whole
     /// duration of the scan, each exactly once, in strictly ascending order; keys inserted or
     /// removed meanwhile may or may not appear.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let words = db.open_tree("words")?;
+    /// for word in ["apple", "banana", "blueberry", "cherry"] {
+    ///     words.insert(word, "")?;
+    /// }
+    /// // Any `RangeBounds` over byte strings: `a..b`, `a..=b`, `a..`, `..`.
+    /// let b_words: Vec<Vec<u8>> = words
+    ///     .range("b".."c")
+    ///     .map(|item| item.map(|(key, _)| key))
+    ///     .collect::<leankv::Result<_>>()?;
+    /// assert_eq!(b_words, [b"banana".to_vec(), b"blueberry".to_vec()]);
+    /// assert_eq!(words.range("blueberry"..).count(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range<P> {
         Range {
             tree: self.clone(),

@@ -136,14 +136,7 @@ impl<P: Policy> BTree<P> {
             self.node(left).count() + self.node(target).count() + usize::from(!node.is_leaf()),
             entries_before
         );
-        debug_assert!(split::has_room(
-            &self.node(if incoming.key <= &separator[..] {
-                left
-            } else {
-                target
-            }),
-            incoming
-        ));
+        debug_assert!(self.room_after_split(left, target, &separator, incoming));
         Ok(())
     }
 
@@ -245,14 +238,23 @@ impl<P: Policy> BTree<P> {
             std::iter::once((&separator[..], &left_word[..])),
         );
         self.bm.frame(root).set_dirty(true);
-        debug_assert!(split::has_room(
-            &self.node(if incoming.key <= &separator[..] {
-                left
-            } else {
-                right
-            }),
-            incoming
-        ));
+        debug_assert!(self.room_after_split(left, right, &separator, incoming));
         Ok(())
+    }
+
+    /// Whether the half of a split that `incoming` belongs to (by `separator`) has room for it.
+    fn room_after_split(
+        &self,
+        left: FrameId,
+        right: FrameId,
+        separator: &[u8],
+        incoming: Incoming<'_>,
+    ) -> bool {
+        let side = if incoming.key <= separator {
+            left
+        } else {
+            right
+        };
+        split::has_room(&self.node(side), incoming)
     }
 }
