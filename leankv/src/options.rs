@@ -1,5 +1,8 @@
 //! How to open a database: [`Options`], their defaults and limits, and the check that they
 //! can work before anything is allocated.
+//!
+//! Invariant: options that pass the check can work on this machine (page size, pool frames,
+//! prefaulted memory); everything else is `Error::InvalidOptions` naming the option.
 
 use crate::btree::node::{max_key_size, max_value_size};
 use crate::buffer::{BufferConfig, FRAME_HEADER_AREA};

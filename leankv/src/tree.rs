@@ -1,5 +1,8 @@
 //! The public tree handle and its range iterator: input checks and error mapping over the
 //! internal B-tree.
+//!
+//! Invariants: no key or value beyond the database's limits reaches the tree; a handle keeps
+//! its tree's root in the pool while it lives; a range yields strictly ascending keys and ends.
 
 use crate::btree::node::Bound as SearchBound;
 use crate::btree::{BTree, LeafBatch};

@@ -1,4 +1,7 @@
 //! Names of the buffer manager's per-thread event counters (summed into `crate::Stats`).
+//!
+//! Invariant: counting never takes a lock or touches another thread's cache line on the hot
+//! path; the sums are exact once the counted operations have ended.
 
 /// An event the buffer manager counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,6 @@
 //! A storage wrapper that injects faults on command, for tests of every error path.
+//!
+//! Invariant: without a fault armed it behaves exactly like the storage it wraps.
 
 use super::{IoMode, Storage};
 use parking_lot::Mutex;

@@ -1,4 +1,7 @@
 //! The page file on a real file system, with `O_DIRECT` where it works.
+//!
+//! Invariant: a read or write either transfers the whole buffer or reports an error (a short
+//! transfer is an error, never silently accepted); `sync` makes every completed write durable.
 
 use super::{AlignedBuf, IoMode, Storage, IO_ALIGNMENT};
 use std::fs::{File, OpenOptions};

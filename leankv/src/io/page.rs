@@ -9,6 +9,10 @@
 //! | 5..8   | reserved, zero                                         |
 //! | 8..16  | page id (guards against misdirected reads and writes)  |
 //! | 16..24 | page LSN, reserved for the write-ahead log             |
+//!
+//! Invariant: a page image is trusted only after `verify` accepted its checksum, its page id
+//! (the id it was read for) and its type; `seal` is the last thing done to an image before it
+//! is written.
 
 /// Bytes at the start of every page that belong to this header.
 pub(crate) const PAGE_HEADER_SIZE: usize = 24;
