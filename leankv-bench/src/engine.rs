@@ -13,6 +13,9 @@ pub struct IoCounters {
     pub page_writes: u64,
 }
 
+/// What [`Engine::scan`] calls on each pair, in key order, until it returns false.
+pub type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
+
 /// A table of an engine: its index in the [`Setup::tables`] the engine was opened with.
 pub type Table = usize;
 
@@ -37,13 +40,7 @@ pub trait Engine: Send + Sync {
     /// Calls `visit` on the pairs from `start` on (up to `end`, excluded, if given), in key
     /// order, until it returns false or the range ends. Knowing the end lets engines stop
     /// reading (and reading ahead) there.
-    fn scan(
-        &self,
-        table: Table,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()>;
+    fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()>;
     fn io(&self) -> IoCounters {
         IoCounters::default()
     }

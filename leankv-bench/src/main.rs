@@ -12,6 +12,7 @@ mod engine;
 mod engines;
 mod harness;
 mod plot;
+mod plot_cmd;
 mod report;
 mod scan;
 mod sim;
@@ -130,18 +131,32 @@ impl CommonArgs {
     }
 }
 
+/// What the YCSB and TPC-C suites share: engines, thread counts, label, memory cap.
 #[derive(Args)]
-struct YcsbArgs {
+struct RunArgs {
     /// Engines, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "leankv")]
     engines: Vec<EngineKind>,
+    /// Thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    threads: Vec<usize>,
+    /// Label stored with every record (defaults to a time stamp).
+    #[arg(long)]
+    label: Option<String>,
+    /// Run each engine in a memory cgroup of pool size + 10% (root only; drops the page
+    /// cache first): the fair budget for engines that cache through the OS.
+    #[arg(long)]
+    memory_cap: bool,
+}
+
+#[derive(Args)]
+struct YcsbArgs {
+    #[command(flatten)]
+    run: RunArgs,
     #[arg(long, default_value_t = 2_000_000)]
     records: u64,
     #[arg(long, default_value_t = 120)]
     value_size: usize,
-    /// Thread counts, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    threads: Vec<usize>,
     /// Key distributions, comma-separated: uniform, zipf:<θ> or θ (e.g. 0.5,0.75,1,1.25).
     #[arg(long, value_delimiter = ',', default_value = "uniform")]
     distribution: Vec<Distribution>,
@@ -160,27 +175,16 @@ struct YcsbArgs {
     /// Cooling fractions for leankv-based engines, comma-separated (Fig. 11 sweep).
     #[arg(long, value_delimiter = ',', default_value = "0.1")]
     cooling: Vec<f64>,
-    /// Label stored with every record (defaults to a time stamp).
-    #[arg(long)]
-    label: Option<String>,
-    /// Run each engine in a memory cgroup of pool size + 10% (root only; drops the page
-    /// cache first): the fair budget for engines that cache through the OS.
-    #[arg(long)]
-    memory_cap: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
 
 #[derive(Args)]
 struct TpccArgs {
-    /// Engines, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "leankv")]
-    engines: Vec<EngineKind>,
+    #[command(flatten)]
+    run: RunArgs,
     #[arg(long, default_value_t = 1)]
     warehouses: u32,
-    /// Thread counts, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    threads: Vec<usize>,
     /// Seconds per run.
     #[arg(long, default_value_t = 10)]
     duration: u64,
@@ -199,12 +203,6 @@ struct TpccArgs {
     /// After each run, verify consistency conditions 1-4 (clause 3.3.2); fail if one breaks.
     #[arg(long)]
     check: bool,
-    /// Label stored with every record (defaults to a time stamp).
-    #[arg(long)]
-    label: Option<String>,
-    /// Run each engine in a memory cgroup of pool size + 10% (root only).
-    #[arg(long)]
-    memory_cap: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -273,15 +271,15 @@ fn default_label(kind: &str) -> String {
 }
 
 fn ycsb_suite(args: YcsbArgs) -> Result<()> {
-    if args.threads.contains(&0) || args.cooling.iter().any(|c| !(0.0..1.0).contains(c)) {
+    if args.run.threads.contains(&0) || args.cooling.iter().any(|c| !(0.0..1.0).contains(c)) {
         bail!("threads must be positive and cooling fractions in [0, 1)");
     }
     let suite = Suite {
-        label: args.label.unwrap_or_else(|| default_label("ycsb")),
-        engines: args.engines,
+        label: args.run.label.unwrap_or_else(|| default_label("ycsb")),
+        engines: args.run.engines,
         records: args.records,
         value_size: args.value_size,
-        threads: args.threads,
+        threads: args.run.threads,
         distributions: args.distribution,
         mix: args.mix,
         duration: Duration::from_secs(args.duration),
@@ -289,7 +287,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         pool: args.pool,
         cooling: args.cooling,
         direct_io: args.common.direct_io,
-        memory_cap: args.memory_cap,
+        memory_cap: args.run.memory_cap,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
         round: 1,
@@ -333,10 +331,10 @@ fn publish<T: serde::Serialize>(
 
 fn tpcc_runs(args: TpccArgs) -> Result<()> {
     let config = tpcc::Config {
-        label: args.label.unwrap_or_else(|| default_label("tpcc")),
-        engines: args.engines,
+        label: args.run.label.unwrap_or_else(|| default_label("tpcc")),
+        engines: args.run.engines,
         warehouses: args.warehouses,
-        threads: args.threads,
+        threads: args.run.threads,
         duration: Duration::from_secs(args.duration),
         affinity: args.affinity,
         pools: args.pool,
@@ -344,7 +342,7 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         cooling_fraction: args.cooling,
         check: args.check,
         direct_io: args.common.direct_io,
-        memory_cap: args.memory_cap,
+        memory_cap: args.run.memory_cap,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
     };
@@ -467,98 +465,4 @@ fn headline(
         plot::engines(values, &title, plot_cmd::bar_label, path)
     })?;
     publish(common, &all, Some(&plot))
-}
-
-mod plot_cmd {
-    //! The `plot` subcommand: selects records from a results file and renders one figure.
-    use super::*;
-    use serde_json::Value;
-
-    #[derive(Args)]
-    pub struct PlotArgs {
-        /// Results file to read (the published ones: bench/results/results.jsonl).
-        #[arg(long, default_value = concat!("bench-output", "/results.jsonl"))]
-        results: PathBuf,
-        /// Records with this label (default: the label of the last record).
-        #[arg(long)]
-        label: Option<String>,
-        /// `engines` (bars), `zipf` (throughput vs θ), `cooling` (throughput vs cooling %),
-        /// `tpcc` (tps over time), `tpcc-threads` (tps over thread count) or `scan` (scan
-        /// speeds over time).
-        #[arg(long, default_value = "engines")]
-        kind: String,
-        /// Output SVG file.
-        #[arg(long)]
-        out: PathBuf,
-        #[arg(long, default_value = "")]
-        title: String,
-    }
-
-    pub fn bar_label(record: &Value) -> String {
-        let pool = record["pool_to_data"].as_f64().unwrap_or(0.0);
-        let place = if pool >= 1.0 {
-            "in memory".to_string()
-        } else {
-            format!("pool={pool:.2}x data")
-        };
-        format!(
-            "{} {}T {}",
-            record["engine"].as_str().unwrap_or("?"),
-            record["threads"],
-            place
-        )
-    }
-
-    pub fn run(args: &PlotArgs) -> Result<()> {
-        let all = report::read_records(&args.results)?;
-        let Some(label) = args.label.clone().or_else(|| {
-            all.last()
-                .and_then(|r| r["label"].as_str().map(String::from))
-        }) else {
-            bail!("{} holds no records", args.results.display());
-        };
-        let records: Vec<Value> = all.into_iter().filter(|r| r["label"] == label).collect();
-        if records.is_empty() {
-            bail!("no records labelled {label:?}");
-        }
-        let title = if args.title.is_empty() {
-            &label
-        } else {
-            &args.title
-        };
-        match args.kind.as_str() {
-            "engines" => plot::engines(&records, title, bar_label, &args.out)?,
-            "zipf" => plot::lines(&records, title, "theta", "Zipf θ", &args.out)?,
-            "cooling" => {
-                let records: Vec<Value> = records
-                    .iter()
-                    .cloned()
-                    .map(|mut r| {
-                        let percent = r["cooling_fraction"].as_f64().unwrap_or(0.0) * 100.0;
-                        r["cooling_percent"] = percent.into();
-                        r
-                    })
-                    .collect();
-                plot::lines(
-                    &records,
-                    title,
-                    "cooling_percent",
-                    "cooling stage, % of pool",
-                    &args.out,
-                )?
-            }
-            "tpcc" => plot::tpcc_series(&records, title, &args.out)?,
-            "tpcc-threads" => plot::threads(&records, title, "tps", &args.out)?,
-            "scan" => plot::scan_series(&records, title, &args.out)?,
-            other => bail!(
-                "unknown plot kind {other:?} (engines, zipf, cooling, tpcc, tpcc-threads, scan)"
-            ),
-        }
-        println!(
-            "plotted {} records into {}",
-            records.len(),
-            args.out.display()
-        );
-        Ok(())
-    }
 }

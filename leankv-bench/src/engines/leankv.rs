@@ -2,7 +2,7 @@
 //! Fig. 7: hash-table translation, LRU, pessimistic latches, all three) and the baselines that
 //! keep every page in memory (`inmem`) or in an mmapped file (`mmap`).
 
-use crate::engine::{Engine, IoCounters, Setup, Table};
+use crate::engine::{Engine, IoCounters, Setup, Table, Visit};
 use anyhow::{Context, Result};
 use leankv::ablations::{Db, Policy, Tree};
 use leankv::Options;
@@ -92,13 +92,7 @@ impl<P: Policy> Engine for LeanEngine<P> {
         Ok(self.trees[table].remove(key)?)
     }
 
-    fn scan(
-        &self,
-        table: Table,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()> {
         let end = end.map_or(Bound::Unbounded, Bound::Excluded);
         Ok(self.trees[table].scan::<&[u8], _>((Bound::Included(start), end), visit)?)
     }

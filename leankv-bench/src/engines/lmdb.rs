@@ -1,7 +1,7 @@
 //! LMDB through heed (feature `lmdb`): it has no cache of its own (the OS page cache holds its
 //! mapped file; cap it with a memory cgroup), commits without sync.
 
-use crate::engine::{Engine, Setup, Table};
+use crate::engine::{Engine, Setup, Table, Visit};
 use anyhow::Result;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
@@ -83,13 +83,7 @@ impl Engine for Lmdb {
         Ok(existed)
     }
 
-    fn scan(
-        &self,
-        table: Table,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()> {
         let txn = self.env.read_txn()?;
         // LMDB rejects empty keys, also as bounds.
         let lower = if start.is_empty() {

@@ -1,7 +1,7 @@
 //! redb (feature `redb`): its cache sized to the memory budget, one transaction per write, a
 //! durable commit every so often so that freed pages get reused.
 
-use crate::engine::{Engine, Setup, Table};
+use crate::engine::{Engine, Setup, Table, Visit};
 use anyhow::Result;
 use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
 use std::path::Path;
@@ -118,13 +118,7 @@ impl Engine for Redb {
         Ok(existed)
     }
 
-    fn scan(
-        &self,
-        table: Table,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(self.definition(table))?;
         let range = match end {

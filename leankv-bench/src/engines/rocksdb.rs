@@ -1,7 +1,7 @@
 //! RocksDB (feature `rocksdb`): no compression, the memory budget split between the block cache
 //! and the memtables, direct reads as configured, WAL on without fsync per write.
 
-use crate::engine::{Engine, Setup, Table};
+use crate::engine::{Engine, Setup, Table, Visit};
 use anyhow::Result;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
@@ -112,13 +112,7 @@ impl Engine for Rocks {
         Ok(existed)
     }
 
-    fn scan(
-        &self,
-        table: Table,
-        start: &[u8],
-        end: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
+    fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()> {
         let mut options = rocksdb::ReadOptions::default();
         if let Some(end) = end {
             options.set_iterate_upper_bound(end.to_vec());
