@@ -7,6 +7,9 @@
 //! memory; leaving moves the process back and removes the group. Memory this process already
 //! maps stays charged where it was (current kernels no longer move charges), so engines that
 //! map what they load in-process (the `mmap` baseline) must load inside the group.
+//!
+//! The cgroup files are written directly: `procfs` covers `/proc`, not the cgroup file system,
+//! and the few writes here do not call for another crate.
 
 use crate::engine::{Engine, EngineKind};
 use anyhow::{bail, Context, Result};
@@ -107,5 +110,6 @@ pub fn drop_page_cache() -> Result<()> {
     std::process::Command::new("sync")
         .status()
         .context("running sync")?;
-    std::fs::write("/proc/sys/vm/drop_caches", "1").context("dropping the page cache")
+    procfs::sys::vm::drop_caches(procfs::sys::vm::DropCache::PageCache)
+        .context("dropping the page cache")
 }

@@ -194,26 +194,26 @@ pub enum PoolSize {
 impl std::str::FromStr for PoolSize {
     type Err = String;
 
-    /// `512M`, `2G`, or `0.2x` (a fraction of the data size).
+    /// A size (`512M`, `2G`, `1.5GiB`: binary units, by `parse-size`) or `0.2x` (a multiple of
+    /// the data size).
     fn from_str(text: &str) -> Result<PoolSize, String> {
-        let number = |digits: &str| {
-            digits
+        let invalid = || format!("{text:?}: expected e.g. 512M, 2G or 0.2x");
+        if let Some(factor) = text.strip_suffix('x') {
+            return factor
                 .parse::<f64>()
                 .ok()
                 .filter(|n| *n > 0.0 && n.is_finite())
-                .ok_or_else(|| format!("{text:?}: expected e.g. 512M, 2G or 0.2x"))
-        };
-        let (digits, unit) = text.split_at(text.len().saturating_sub(1));
-        match unit {
-            "x" => Ok(PoolSize::OfData(number(digits)?)),
-            "M" | "m" => Ok(PoolSize::Bytes(
-                (number(digits)? * (1 << 20) as f64) as usize,
-            )),
-            "G" | "g" => Ok(PoolSize::Bytes(
-                (number(digits)? * (1 << 30) as f64) as usize,
-            )),
-            _ => Err(format!("{text:?}: expected e.g. 512M, 2G or 0.2x")),
+                .map(PoolSize::OfData)
+                .ok_or_else(invalid);
         }
+        parse_size::Config::new()
+            .with_binary()
+            .parse_size(text)
+            .ok()
+            .filter(|&bytes| bytes > 0)
+            .and_then(|bytes| usize::try_from(bytes).ok())
+            .map(PoolSize::Bytes)
+            .ok_or_else(invalid)
     }
 }
 
@@ -250,6 +250,8 @@ mod tests {
     fn pool_sizes_parse() {
         assert_eq!("512M".parse(), Ok(PoolSize::Bytes(512 << 20)));
         assert_eq!("2G".parse(), Ok(PoolSize::Bytes(2 << 30)));
+        assert_eq!("1.5GiB".parse(), Ok(PoolSize::Bytes(3 << 29)));
+        assert!("0M".parse::<PoolSize>().is_err());
         assert_eq!("0.2x".parse(), Ok(PoolSize::OfData(0.2)));
         assert!("abc".parse::<PoolSize>().is_err());
         assert!("-1M".parse::<PoolSize>().is_err());

@@ -1,6 +1,7 @@
 //! Results: the machine a run happened on, the JSON record every run appends to a results
 //! file (one JSON object per line), and the table printed at the end.
 
+use procfs::Current;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -16,21 +17,20 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// Reads `/proc` and `statfs` of `data_dir` (which must exist).
+    /// Reads `/proc` (through `procfs`) and the mount table for `data_dir` (which must exist).
     pub fn probe(data_dir: &Path) -> Machine {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo
-            .lines()
-            .find_map(|line| line.strip_prefix("model name"))
-            .and_then(|rest| rest.split_once(':'))
-            .map_or("unknown".into(), |(_, model)| model.trim().to_string());
-        let ram_bytes = proc_kib_field("/proc/meminfo", "MemTotal:");
+        let cpu_model = procfs::CpuInfo::current()
+            .ok()
+            .and_then(|info| info.model_name(0).map(str::to_string))
+            .unwrap_or_else(|| "unknown".into());
+        // procfs parses the release into numbers only (dropping e.g. `-generic`); the record
+        // keeps the whole string.
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map_or("unknown".into(), |release| release.trim().to_string());
         Machine {
             cpu_model,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            ram_bytes,
+            ram_bytes: procfs::Meminfo::current().map_or(0, |info| info.mem_total),
             kernel,
             file_system: file_system_of(data_dir),
         }
@@ -40,17 +40,12 @@ impl Machine {
 /// The file system type of `path`: the type of the longest mount point above it.
 fn file_system_of(path: &Path) -> String {
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (_, mount_point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-            path.starts_with(mount_point)
-                .then(|| (mount_point.len(), kind.to_string()))
-        })
-        .max()
-        .map_or("unknown".into(), |(_, kind)| kind)
+    procfs::mounts()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|mount| path.starts_with(&mount.fs_file))
+        .max_by_key(|mount| mount.fs_file.len())
+        .map_or("unknown".into(), |mount| mount.fs_vfstype)
 }
 
 /// Latency percentiles in microseconds.
@@ -122,93 +117,57 @@ pub fn disk_usage(path: &Path) -> u64 {
 /// Resets the process's peak resident set size (Linux `clear_refs`), so that the next
 /// [`peak_rss`] covers only what follows.
 pub fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    if let Ok(me) = procfs::process::Process::myself() {
+        let _ = me.clear_refs(procfs::process::ClearRefs::PeakRSS);
+    }
 }
 
 /// Peak resident set size in bytes since start or the last [`reset_peak_rss`].
 pub fn peak_rss() -> u64 {
-    proc_kib_field("/proc/self/status", "VmHWM:")
+    procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .ok()
+        .and_then(|status| status.vmhwm)
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// Bytes this process has read from and written to storage so far (`/proc/self/io`; direct
 /// I/O included, page-cache writes when they are accounted).
 pub fn process_io_bytes() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("read_bytes:"), field("write_bytes:"))
+    procfs::process::Process::myself()
+        .and_then(|me| me.io())
+        .map_or((0, 0), |io| (io.read_bytes, io.write_bytes))
 }
 
-/// The `<field> <n> kB` line of a `/proc` file, in bytes (0 if absent).
-fn proc_kib_field(path: &str, field: &str) -> u64 {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// A plain text table with right-aligned columns.
-pub struct Table {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
+/// A plain text table (comfy-table): the first column left-aligned, the others right-aligned,
+/// two spaces between columns and a dashed line under the header.
+pub struct Table(comfy_table::Table);
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table {
-            header: header.iter().map(|h| h.to_string()).collect(),
-            rows: Vec::new(),
+        use comfy_table::{CellAlignment, LineStyle, TableStyle};
+        const STYLE: TableStyle =
+            TableStyle::new().header_separator(LineStyle::none().fill('-').junction('-'));
+        let mut table = comfy_table::Table::new();
+        table.load_style(STYLE).set_header(header.to_vec());
+        let last = header.len().saturating_sub(1);
+        for (index, column) in table.column_iter_mut().enumerate() {
+            // Two spaces between columns (padding and the blank column separator), none at
+            // the edges.
+            column.set_padding((0, u16::from(index != last)));
+            if index > 0 {
+                column.set_cell_alignment(CellAlignment::Right);
+            }
         }
+        Table(table)
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.0.add_row(cells);
     }
 
     pub fn render(&self) -> String {
-        let columns = self.header.len();
-        let width = |i: usize| {
-            std::iter::once(&self.header)
-                .chain(&self.rows)
-                .map(|row| row.get(i).map_or(0, |cell| cell.chars().count()))
-                .max()
-                .unwrap_or(0)
-        };
-        let widths: Vec<usize> = (0..columns).map(width).collect();
-        let line = |row: &Vec<String>| {
-            row.iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(i, (cell, w))| {
-                    if i == 0 {
-                        format!("{cell:<w$}")
-                    } else {
-                        format!("{cell:>w$}")
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("  ")
-        };
-        let mut out = line(&self.header);
-        out.push('\n');
-        out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (columns - 1)));
-        for row in &self.rows {
-            out.push('\n');
-            out.push_str(&line(row));
-        }
-        out
+        self.0.trim_fmt()
     }
 }
 
