@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::Path;
 use std::process::Command;
+use tracing::info;
 
 /// What fio measured.
 #[derive(Debug, Clone, Serialize)]
@@ -26,7 +27,7 @@ const FILE_BYTES: u64 = 2 << 30;
 
 /// Runs one fio job on `file` and returns what it measured for reads.
 fn fio(file: &Path, rw: &str, block: &str, jobs: u32, seconds: u64) -> Result<serde_json::Value> {
-    println!("fio: {rw} {block} x{jobs} jobs, {seconds} s");
+    info!("fio: {rw} {block} x{jobs} jobs, {seconds} s");
     let output = Command::new("fio")
         .args([
             "--name=leankv-device",

@@ -28,6 +28,7 @@ use engine::{EngineKind, PoolSize};
 use std::path::PathBuf;
 use std::time::Duration;
 use suite::Suite;
+use tracing::info;
 use workload::{Distribution, Mix};
 
 /// Where runs write results, plots and data unless told otherwise (ignored by git).
@@ -41,7 +42,8 @@ const PUBLISHED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/resul
     about = "Benchmarks for leankv: the engine vs. its ablations, baselines and peers",
     after_help = "Results, plots and loaded data go under bench-output/ (ignored by git; \
                   --output-dir). The reference results in bench/results/ change only with \
-                  --publish. `device` (and `scan` unless --fio-seconds 0) need fio on PATH."
+                  --publish. `device` (and `scan` unless --fio-seconds 0) need fio on PATH. \
+                  Progress goes to stderr (LEANKV_BENCH_LOG=warn quiets it), results to stdout."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -237,6 +239,7 @@ struct ScanArgs {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    init_tracing();
     // No subcommand means `headline` with its defaults, exactly as clap would parse it.
     let command = cli.command.unwrap_or_else(|| {
         Cli::parse_from(["leankv-bench", "headline"])
@@ -261,6 +264,21 @@ fn main() -> Result<()> {
         Command::Plot(args) => plot_cmd::run(&args),
         Command::Sim(args) => sim::run(&args),
     }
+}
+
+/// Progress and diagnostics go to stderr through `tracing` (level from `LEANKV_BENCH_LOG`,
+/// default `info`); tables and results go to stdout.
+fn init_tracing() {
+    let level = std::env::var("LEANKV_BENCH_LOG")
+        .ok()
+        .and_then(|level| level.parse().ok())
+        .unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_target(false)
+        .without_time()
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn default_label(kind: &str) -> String {
@@ -316,7 +334,7 @@ fn publish<T: serde::Serialize>(
     for record in records {
         report::append(&results, record)?;
     }
-    println!(
+    info!(
         "published {} records to {}",
         records.len(),
         results.display()
@@ -324,7 +342,7 @@ fn publish<T: serde::Serialize>(
     if let Some(plot) = plot {
         let target = dir.join(plot.file_name().unwrap_or_default());
         std::fs::copy(plot, &target)?;
-        println!("published the plot to {}", target.display());
+        info!("published the plot to {}", target.display());
     }
     Ok(())
 }
@@ -444,12 +462,12 @@ fn headline(
     let _cleanup = (!keep_data).then(|| suite::RemoveOnDrop(suite::data_paths(&in_memory)));
     let mut all = Vec::new();
     for round in 1..=rounds {
-        println!("== round {round}/{rounds}, in memory: {records} records, uniform lookups ==");
+        info!("round {round}/{rounds}, in memory: {records} records, uniform lookups");
         all.extend(suite::run(&Suite {
             round,
             ..in_memory.clone()
         })?);
-        println!("\n== round {round}/{rounds}, beyond memory: pool = data / 5 ==");
+        info!("round {round}/{rounds}, beyond memory: pool = data / 5");
         all.extend(suite::run(&Suite {
             round,
             ..beyond_memory.clone()

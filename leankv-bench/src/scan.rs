@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tracing::info;
 
 const SMALL: Table = 0;
 const LARGE: Table = 1;
@@ -100,7 +101,7 @@ pub fn run(config: &Config) -> Result<Vec<ScanRecord>> {
             return Ok(None);
         }
         let mib_s = crate::device::sequential_read_mib_s(&config.data_dir, config.fio_seconds)?;
-        println!("device {when}: {mib_s:.0} MiB/s sequential (fio, 1 MiB O_DIRECT reads)");
+        info!("device {when}: {mib_s:.0} MiB/s sequential (fio, 1 MiB O_DIRECT reads)");
         Ok(Some(mib_s))
     };
     let before = fio("before")?;
@@ -151,7 +152,7 @@ fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
     }
     let path = data_path(config, kind);
     engines::load_once(kind, &path, &setup(config, 1 << 30, 0), |engine| {
-        println!(
+        info!(
             "loading {} + {} records into {}",
             config.small_records,
             config.large_records,
@@ -221,7 +222,7 @@ fn run_one(
     prefetch: usize,
     environment: &Environment,
 ) -> Result<ScanRecord> {
-    println!(
+    info!(
         "scan: {} with pool {} MiB ({:.2}x data), read-ahead {prefetch}",
         kind.name(),
         pool_bytes >> 20,

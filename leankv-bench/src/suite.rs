@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
+use tracing::{info, warn};
 
 /// What a suite runs.
 #[derive(Debug, Clone, Serialize)]
@@ -127,7 +128,7 @@ impl Drop for RemoveOnDrop {
         for path in &self.0 {
             if path.exists() {
                 if let Err(error) = std::fs::remove_dir_all(path) {
-                    eprintln!("could not remove {}: {error}", path.display());
+                    warn!("could not remove {}: {error}", path.display());
                 }
             }
             if let Some(parent) = path.parent() {
@@ -153,9 +154,9 @@ fn load_setup(suite: &Suite) -> Setup {
 /// Loads the suite's records into `path` unless a previous load finished there.
 fn ensure_loaded(suite: &Suite, kind: EngineKind, path: &Path) -> Result<()> {
     engines::load_once(kind, path, &load_setup(suite), |engine| {
-        println!("loading {} records into {}", suite.records, path.display());
+        info!("loading {} records into {}", suite.records, path.display());
         let rate = ycsb::load(engine, suite.records, suite.value_size)?;
-        println!("  loaded at {:.0} records/s", rate);
+        info!("loaded at {rate:.0} records/s");
         Ok(())
     })
 }
@@ -175,8 +176,8 @@ fn run_engine(
 ) -> Result<Vec<RunRecord>> {
     let data_bytes = data_bytes(suite)?;
     if kind.uses_page_cache(suite.direct_io) && !suite.memory_cap {
-        println!(
-            "  note: {} caches through the OS page cache, which --pool does not cap; run it in \
+        warn!(
+            "{} caches through the OS page cache, which --pool does not cap; run it in \
              a memory cgroup of the pool's size for a beyond-memory comparison (bench/README.md)",
             kind.name()
         );
@@ -197,7 +198,7 @@ fn run_engine(
     let (engine, cap) = open_capped(kind, suite.memory_cap, setup.pool_bytes, || {
         if let Some(scratch) = &scratch {
             let engine = engines::open(kind, scratch, &setup)?;
-            println!("loading {} records into {}", suite.records, kind.name());
+            info!("loading {} records into {}", suite.records, kind.name());
             ycsb::load(engine.as_ref(), suite.records, suite.value_size)?;
             Ok(engine)
         } else {
@@ -301,8 +302,8 @@ fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -
         };
         ycsb::run(engine, &spec, &AtomicU64::new(u64::MAX / 2))?;
     }
-    println!(
-        "  warmed up in {:.1} s ({})",
+    info!(
+        "warmed up in {:.1} s ({})",
         started.elapsed().as_secs_f64(),
         engine.settings()
     );

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use tracing::{error, info};
 
 /// One run of `kind` with `pool_bytes` and `threads` workers, as round `round`.
 pub(super) fn run_one(
@@ -30,7 +31,7 @@ pub(super) fn run_one(
     round: usize,
     environment: &Environment,
 ) -> Result<TpccRecord> {
-    println!(
+    info!(
         "tpcc: {} with {} warehouses, {threads} threads, pool {} MiB",
         kind.name(),
         config.warehouses,
@@ -64,10 +65,10 @@ pub(super) fn run_one(
     let check = if config.check {
         let violations = check::violations(engine.as_ref(), config.warehouses)?;
         for violation in &violations {
-            eprintln!("  CHECK FAILED: {violation}");
+            error!("CHECK FAILED: {violation}");
         }
         if violations.is_empty() {
-            println!("  consistency conditions 1-4 hold");
+            info!("consistency conditions 1-4 hold");
             "passed"
         } else {
             "failed"

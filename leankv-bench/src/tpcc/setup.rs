@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tracing::info;
 
 /// Seed of the loader and of the NURand constants (loads are reproducible).
 pub(super) const SEED: u64 = 0x7C_C0DE;
@@ -70,8 +71,8 @@ pub(super) fn load_into(engine: &dyn Engine, config: &Config) -> Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rows = load::load(engine, config.warehouses, threads, constants(), SEED)?;
     engine.flush()?;
-    println!(
-        "  loaded {} warehouses ({rows} rows) in {:.1} s",
+    info!(
+        "loaded {} warehouses ({rows} rows) in {:.1} s",
         config.warehouses,
         started.elapsed().as_secs_f64()
     );
@@ -82,7 +83,7 @@ pub(super) fn load_into(engine: &dyn Engine, config: &Config) -> Result<()> {
 pub(super) fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
     let path = data_path(config, kind);
     engines::load_once(kind, &path, &load_setup(config), |engine| {
-        println!("loading TPC-C into {}", path.display());
+        info!("loading TPC-C into {}", path.display());
         load_into(engine, config)
     })?;
     Ok(path)
