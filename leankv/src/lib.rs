@@ -41,6 +41,7 @@ mod db;
 mod error;
 mod io;
 mod options;
+mod range;
 mod shared;
 mod sync;
 mod tree;
@@ -53,7 +54,8 @@ pub use options::{
     Options, DEFAULT_PAGE_SIZE, DEFAULT_SCAN_PREFETCH, MAX_KEY_SIZE, MAX_VALUE_SIZE,
     MIN_POOL_FRAMES,
 };
-pub use tree::{Range, Tree};
+pub use range::Range;
+pub use tree::Tree;
 
 /// The buffer-management policies behind the benchmarks' ablations and baselines, and the
 /// database types generic over them (feature `ablations`; not for applications).
@@ -61,7 +63,8 @@ pub use tree::{Range, Tree};
 pub mod ablations {
     pub use crate::buffer::policy::*;
     pub use crate::db::Db;
-    pub use crate::tree::{Range, Tree};
+    pub use crate::range::Range;
+    pub use crate::tree::Tree;
 }
 
 /// The storage seam under the page file, with in-memory and fault-injecting implementations,

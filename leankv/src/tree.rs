@@ -1,18 +1,16 @@
-//! The public tree handle and its range iterator: input checks and error mapping over the
-//! internal B-tree.
+//! The public tree handle: input checks and error mapping over the internal B-tree.
 //!
 //! Invariants: no key or value beyond the database's limits reaches the tree; a handle keeps
-//! its tree's root in the pool while it lives; a range yields strictly ascending keys and ends.
+//! its tree's root in the pool while it lives.
 
-use crate::btree::node::Bound as SearchBound;
 use crate::btree::{BTree, LeafBatch};
 use crate::buffer::policy::{Lean, Policy};
 use crate::error::{Error, Result};
+use crate::range::{Cursor, Range};
 use crate::shared::DbShared;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::fmt;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::sync::Arc;
 
 /// A named, ordered key-value tree. Cheap to clone; `Send + Sync`.
@@ -54,6 +52,16 @@ thread_local! {
 }
 
 impl<P: Policy> Tree<P> {
+    /// The tree this handle uses.
+    pub(crate) fn btree(&self) -> &BTree<P> {
+        &self.tree
+    }
+
+    /// The tree's name (`<catalog>` for the catalog).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// A new handle; the tree's root is hot (see `BTree::attach`).
     pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>, name: Arc<str>) -> Tree<P> {
         tree.add_handle();
@@ -229,12 +237,7 @@ impl<P: Policy> Tree<P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range<P> {
-        Range {
-            tree: self.clone(),
-            cursor: Cursor::new(range),
-            batch: LeafBatch::default(),
-            buffered: VecDeque::new(),
-        }
+        Range::new(self.clone(), Cursor::new(range))
     }
 
     /// Calls `visit` with the pairs whose keys lie in `range`, in ascending key order, until
@@ -267,8 +270,8 @@ impl<P: Policy> Tree<P> {
     ) -> Result<()> {
         let mut cursor = Cursor::new(range);
         let mut batch = LeafBatch::default();
-        while !cursor.finished {
-            cursor.step(&self.tree, &mut batch)?;
+        while !cursor.exhausted() {
+            cursor.step_forward(&self.tree, &mut batch)?;
             for (key, value) in batch.entries() {
                 if !visit(key, value) {
                     return Ok(());
@@ -283,135 +286,80 @@ impl<P: Policy> Tree<P> {
         self.range::<&[u8], _>(..)
     }
 
+    /// The pairs whose keys start with `prefix`, in ascending key order (`rev()` for
+    /// descending); the empty prefix matches every key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let files = db.open_tree("files")?;
+    /// for path in ["docs/a.md", "docs/b.md", "src/lib.rs", "docsite"] {
+    ///     files.insert(path, "")?;
+    /// }
+    /// let docs: Vec<Vec<u8>> = files
+    ///     .scan_prefix("docs/")
+    ///     .map(|item| item.map(|(key, _)| key))
+    ///     .collect::<leankv::Result<_>>()?;
+    /// assert_eq!(docs, [b"docs/a.md".to_vec(), b"docs/b.md".to_vec()]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Range<P> {
+        let prefix = prefix.as_ref();
+        match prefix_successor(prefix) {
+            Some(end) => self.range(prefix.to_vec()..end),
+            None => self.range(prefix.to_vec()..),
+        }
+    }
+
+    /// The pair with the smallest key, if the tree holds any.
+    pub fn first(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The pair with the largest key, if the tree holds any.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let log = db.open_tree("log")?;
+    /// assert_eq!(log.last()?, None);
+    /// for sequence in 1u64..=3 {
+    ///     log.insert(sequence.to_be_bytes(), format!("entry {sequence}"))?;
+    /// }
+    /// let (key, value) = log.last()?.unwrap();
+    /// assert_eq!((key, value), (3u64.to_be_bytes().to_vec(), b"entry 3".to_vec()));
+    /// assert_eq!(log.first()?.unwrap().0, 1u64.to_be_bytes());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn last(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.iter().next_back().transpose()
+    }
+
     /// True if the tree holds no key.
     pub fn is_empty(&self) -> Result<bool> {
-        self.iter().next().transpose().map(|first| first.is_none())
+        Ok(self.first()?.is_none())
     }
 }
 
-/// Iterator over a key range of a [`Tree`]; yields `Result<(key, value)>`.
-pub struct Range<P: Policy = Lean> {
-    tree: Tree<P>,
-    cursor: Cursor,
-    batch: LeafBatch,
-    buffered: VecDeque<(Vec<u8>, Vec<u8>)>,
+/// The smallest key above every key that starts with `prefix`, if there is one (there is none
+/// for the empty prefix or one of only `0xFF` bytes: every key above it has the prefix).
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&byte| byte != u8::MAX)?;
+    let mut successor = prefix[..=last].to_vec();
+    successor[last] += 1;
+    Some(successor)
 }
 
-impl<P: Policy> fmt::Debug for Range<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Range")
-            .field("tree", &self.tree.name)
-            .field("next", &KeyBound(&self.cursor.next))
-            .field("end", &KeyBound(&self.cursor.end))
-            .field("buffered", &self.buffered.len())
-            .field("finished", &self.cursor.finished)
-            .finish()
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::prefix_successor;
 
-/// A bound shown with its key as escaped ASCII (`Included(user\x00)`), not a list of numbers.
-struct KeyBound<'a>(&'a Bound<Vec<u8>>);
-
-impl fmt::Debug for KeyBound<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Bound::Included(key) => write!(f, "Included({})", key.escape_ascii()),
-            Bound::Excluded(key) => write!(f, "Excluded({})", key.escape_ascii()),
-            Bound::Unbounded => write!(f, "Unbounded"),
-        }
-    }
-}
-
-/// Where a scan stands between steps: shared by [`Range`] and [`Tree::scan`].
-struct Cursor {
-    /// Where the next leaf read starts.
-    next: Bound<Vec<u8>>,
-    end: Bound<Vec<u8>>,
-    finished: bool,
-    /// Entries copied by the next step. It starts small and doubles, so that short scans
-    /// (the common `take(n)`) do not copy whole leaves they never return.
-    batch_limit: usize,
-    /// Leaves finished so far; decides read-ahead and hinting (see `BTree::scan_leaf`).
-    leaves_done: usize,
-}
-
-/// Entries the first step of a range copies.
-const FIRST_BATCH: usize = 16;
-
-impl Cursor {
-    fn new<K: AsRef<[u8]>, R: RangeBounds<K>>(range: R) -> Cursor {
-        let own = |bound: Bound<&K>| match bound {
-            Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
-            Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        Cursor {
-            next: own(range.start_bound()),
-            end: own(range.end_bound()),
-            finished: false,
-            batch_limit: FIRST_BATCH,
-            leaves_done: 0,
-        }
-    }
-
-    /// Copies the next batch (at most the rest of one leaf) into `batch` and moves past it.
-    /// On an error the cursor is finished.
-    fn step<P: Policy>(&mut self, tree: &BTree<P>, batch: &mut LeafBatch) -> Result<()> {
-        let (start, bound): (&[u8], SearchBound) = match &self.next {
-            Bound::Unbounded => (&[], SearchBound::AtLeast),
-            Bound::Included(key) => (key, SearchBound::AtLeast),
-            Bound::Excluded(key) => (key, SearchBound::Above),
-        };
-        let end = &self.end;
-        let within = move |key: &[u8]| match end {
-            Bound::Unbounded => true,
-            Bound::Included(last) => key <= last.as_slice(),
-            Bound::Excluded(last) => key < last.as_slice(),
-        };
-        let read = tree.scan_leaf(
-            start,
-            bound,
-            &within,
-            self.batch_limit,
-            self.leaves_done,
-            batch,
-        );
-        if let Err(error) = read {
-            self.finished = true;
-            return Err(error);
-        }
-        self.batch_limit = self.batch_limit.saturating_mul(2);
-        if batch.limited {
-            match batch.last_key() {
-                Some(last) => self.next = Bound::Excluded(last.to_vec()),
-                None => self.finished = true, // a limit of zero cannot happen; stop safely
-            }
-            return Ok(());
-        }
-        match batch.upper_fence() {
-            // Keys above a fence that is past the end are past the end too.
-            Some(fence) if !batch.stopped && within(fence) => {
-                self.next = Bound::Excluded(fence.to_vec());
-                self.leaves_done += 1;
-            }
-            _ => self.finished = true,
-        }
-        Ok(())
-    }
-}
-
-impl<P: Policy> Iterator for Range<P> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        while self.buffered.is_empty() && !self.cursor.finished {
-            if let Err(error) = self.cursor.step(&self.tree.tree, &mut self.batch) {
-                return Some(Err(error));
-            }
-            let entries = self.batch.entries();
-            self.buffered
-                .extend(entries.map(|(key, value)| (key.to_vec(), value.to_vec())));
-        }
-        self.buffered.pop_front().map(Ok)
+    #[test]
+    fn prefix_successor_is_the_first_key_past_the_prefix() {
+        assert_eq!(prefix_successor(b"abc"), Some(b"abd".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
+        assert_eq!(prefix_successor(b"\x00"), Some(b"\x01".to_vec()));
     }
 }

@@ -1,6 +1,7 @@
 //! Several threads inserting, reading and removing with a small pool while scans run, then
 //! everything verified. Stable keys (inserted before the threads start and never removed)
-//! must appear in every scan, and every scan must be strictly ascending.
+//! must appear in every scan, and every scan must be strictly monotonic (one scanner reads
+//! forward, one backward).
 
 mod common;
 
@@ -20,6 +21,11 @@ fn stable_key(n: u64) -> Vec<u8> {
 
 fn writer_key(writer: u64, n: u64) -> Vec<u8> {
     key(n * 10 + 1 + writer)
+}
+
+/// The number `key` was made from; a multiple of 10 for stable keys only.
+fn key_number(key: &[u8]) -> u64 {
+    std::str::from_utf8(&key[3..]).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -51,20 +57,45 @@ fn writers_readers_and_scanners<P: Policy>() {
                 while !stop.load(Ordering::Relaxed) {
                     let start = rng.u64(..STABLE);
                     let end = (start + 1 + rng.u64(..800)).min(STABLE);
-                    let mut expected_stable = start;
+                    // Scanner 0 reads forward, scanner 1 backward.
+                    let backward = scanner == 1;
+                    let range = tree.range(stable_key(start)..stable_key(end));
+                    let items: Box<dyn Iterator<Item = _>> = if backward {
+                        Box::new(range.rev())
+                    } else {
+                        Box::new(range)
+                    };
+                    let mut stable_seen = Vec::new();
                     let mut previous: Option<Vec<u8>> = None;
-                    for item in tree.range(stable_key(start)..stable_key(end)) {
+                    for item in items {
                         let (k, v) = item.unwrap();
                         if let Some(previous) = &previous {
-                            assert!(*previous < k, "scan not strictly ascending");
+                            let ordered = if backward {
+                                k < *previous
+                            } else {
+                                *previous < k
+                            };
+                            assert!(
+                                ordered,
+                                "scan not strictly monotonic (backward: {backward})"
+                            );
                         }
-                        if k == stable_key(expected_stable) {
-                            assert_eq!(v, value_for(expected_stable, 0, 64));
-                            expected_stable += 1;
+                        let number = key_number(&k);
+                        if number % 10 == 0 {
+                            let n = number / 10;
+                            assert_eq!(v, value_for(n, 0, 64));
+                            stable_seen.push(n);
                         }
                         previous = Some(k);
                     }
-                    assert_eq!(expected_stable, end, "scan missed stable keys");
+                    if backward {
+                        stable_seen.reverse();
+                    }
+                    assert_eq!(
+                        stable_seen,
+                        (start..end).collect::<Vec<_>>(),
+                        "scan missed stable keys (backward: {backward})"
+                    );
                     scans.fetch_add(1, Ordering::Relaxed);
                 }
             });

@@ -32,7 +32,7 @@ mod scan;
 mod split;
 
 use descend::ParentAndChild;
-pub(crate) use scan::LeafBatch;
+pub(crate) use scan::{BackFrom, LeafBatch};
 
 use crate::buffer::policy::Policy;
 use crate::buffer::{

@@ -340,17 +340,28 @@ pub fn run(data: &[u8]) -> CaseResult {
                         ));
                     }
                 } else {
-                    for item in tree.range((start, end)) {
+                    // A third of the ranges are read backwards.
+                    let backward = input.chance(1, 3);
+                    let range = tree.range((start, end));
+                    let items: Box<dyn Iterator<Item = _>> = if backward {
+                        Box::new(range.rev())
+                    } else {
+                        Box::new(range)
+                    };
+                    for item in items {
                         got.push(item.map_err(|e| case.unexpected("range", &e))?);
                         if got.len() > expected.len() {
                             break;
                         }
                     }
+                    if backward {
+                        got.reverse();
+                    }
                     if got != expected {
                         return Err(case.fail(
                             Kind::Mismatch,
                             format!(
-                                "range returned {} pairs, the model {}",
+                                "range returned {} pairs, the model {} (backward: {backward})",
                                 got.len(),
                                 expected.len()
                             ),

@@ -68,6 +68,8 @@ pub(crate) enum Bound {
     AtLeast,
     /// The node that holds the keys just above `key`.
     Above,
+    /// The last node of its level (`key` is ignored): where a backward scan starts.
+    Last,
 }
 
 /// The two bytes of `key` at `offset`, zero padded.

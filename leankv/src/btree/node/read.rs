@@ -176,15 +176,18 @@ impl<'a> Node<'a> {
         match bound {
             Bound::AtLeast => self.lower_bound(key).0,
             Bound::Above => self.upper_bound(key),
+            Bound::Last => self.count(),
         }
     }
 
     /// Whether the keys a search for `key` with `bound` is after lie in this node's range:
     /// `lower < key <= upper` for `AtLeast`, `lower <= key < upper` for `Above` (so the
-    /// node's upper fence lies beyond the position and a scan moves forward).
+    /// node's upper fence lies beyond the position and a scan moves forward); for `Last`, that
+    /// the node is the last of its level.
     pub(crate) fn covers(&self, key: &[u8], bound: Bound) -> bool {
         let (lower, upper) = (self.lower_fence(), self.upper_fence());
         match bound {
+            Bound::Last => upper.is_none(),
             Bound::AtLeast => {
                 lower.is_none_or(|lower| lower < key) && upper.is_none_or(|upper| key <= upper)
             }

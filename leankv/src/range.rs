@@ -1,0 +1,319 @@
+//! Iterating over a key range in both directions: [`Range`], and the [`Cursor`] it shares with
+//! `Tree::scan`.
+//!
+//! The keys not yet read lie between the cursor's `low` and `high` positions. A forward step
+//! reads one leaf upwards from `low` (keys up to `high`) and moves `low` past what it read; a
+//! backward step reads one leaf downwards from `high` (keys down to `low`) and moves `high`
+//! below what it read. Each step holds no latch or epoch afterwards.
+//!
+//! Invariants: the two ends never read the same key (each reads only between the positions,
+//! and moves its own past what it read), so with `next` and `next_back` mixed every key is
+//! yielded at most once; every step moves its position strictly (the B-tree checks that each
+//! leaf covers the position), so iteration ends; after an error the iterator is finished.
+
+use crate::btree::node::Bound as SearchBound;
+use crate::btree::{BTree, BackFrom, LeafBatch};
+use crate::buffer::policy::{Lean, Policy};
+use crate::error::Result;
+use crate::tree::Tree;
+use std::collections::VecDeque;
+use std::fmt;
+use std::iter::FusedIterator;
+use std::ops::{Bound, RangeBounds};
+
+/// Iterator over a key range of a [`Tree`], in ascending key order, or descending from the
+/// back (`rev()`, `next_back`; both may be mixed on one iterator). Yields
+/// `Result<(key, value)>`; after an error it yields nothing more.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+/// let tree = db.open_tree("numbers")?;
+/// for n in 1u8..=5 {
+///     tree.insert([n], [n * 10])?;
+/// }
+/// let descending: Vec<u8> = tree.iter().rev().map(|item| item.unwrap().0[0]).collect();
+/// assert_eq!(descending, [5, 4, 3, 2, 1]);
+/// let mut both_ends = tree.range([2u8]..);
+/// assert_eq!(both_ends.next().unwrap()?.0, [2]);
+/// assert_eq!(both_ends.next_back().unwrap()?.0, [5]);
+/// assert_eq!(both_ends.map(|item| item.unwrap().0[0]).collect::<Vec<_>>(), [3, 4]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Range<P: Policy = Lean> {
+    tree: Tree<P>,
+    cursor: Cursor,
+    batch: LeafBatch,
+    /// Read by forward steps, in ascending order; all below `back`'s entries.
+    front: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// Read by backward steps, in descending order.
+    back: VecDeque<(Vec<u8>, Vec<u8>)>,
+    failed: bool,
+}
+
+impl<P: Policy> Range<P> {
+    pub(crate) fn new(tree: Tree<P>, cursor: Cursor) -> Range<P> {
+        Range {
+            tree,
+            cursor,
+            batch: LeafBatch::default(),
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            failed: false,
+        }
+    }
+
+    /// Ends the iteration after an error: what is buffered lies beyond a part that could not
+    /// be read, and yielding it would hide the gap.
+    fn fail<T>(&mut self, error: crate::Error) -> Option<Result<T>> {
+        self.failed = true;
+        self.front.clear();
+        self.back.clear();
+        Some(Err(error))
+    }
+}
+
+impl<P: Policy> Iterator for Range<P> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(entry) = self.front.pop_front() {
+                return Some(Ok(entry));
+            }
+            if self.failed {
+                return None;
+            }
+            if self.cursor.exhausted() {
+                return self.back.pop_back().map(Ok);
+            }
+            if let Err(error) = self.cursor.step_forward(self.tree.btree(), &mut self.batch) {
+                return self.fail(error);
+            }
+            let entries = self.batch.entries();
+            self.front
+                .extend(entries.map(|(key, value)| (key.to_vec(), value.to_vec())));
+        }
+    }
+}
+
+impl<P: Policy> DoubleEndedIterator for Range<P> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(entry) = self.back.pop_front() {
+                return Some(Ok(entry));
+            }
+            if self.failed {
+                return None;
+            }
+            if self.cursor.exhausted() {
+                return self.front.pop_back().map(Ok);
+            }
+            if let Err(error) = self
+                .cursor
+                .step_backward(self.tree.btree(), &mut self.batch)
+            {
+                return self.fail(error);
+            }
+            let entries = self.batch.entries();
+            self.back
+                .extend(entries.map(|(key, value)| (key.to_vec(), value.to_vec())));
+        }
+    }
+}
+
+impl<P: Policy> FusedIterator for Range<P> {}
+
+impl<P: Policy> fmt::Debug for Range<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Range")
+            .field("tree", &self.tree.name())
+            .field("low", &KeyBound(&self.cursor.low))
+            .field("high", &KeyBound(&self.cursor.high))
+            .field("buffered", &(self.front.len() + self.back.len()))
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+impl<P: Policy> Range<P> {
+    fn is_finished(&self) -> bool {
+        self.failed || (self.cursor.exhausted() && self.front.is_empty() && self.back.is_empty())
+    }
+}
+
+/// A bound shown with its key as escaped ASCII (`Included(user\x00)`), not a list of numbers.
+struct KeyBound<'a>(&'a Bound<Vec<u8>>);
+
+impl fmt::Debug for KeyBound<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Bound::Included(key) => write!(f, "Included({})", key.escape_ascii()),
+            Bound::Excluded(key) => write!(f, "Excluded({})", key.escape_ascii()),
+            Bound::Unbounded => write!(f, "Unbounded"),
+        }
+    }
+}
+
+/// Entries the first step in each direction copies. It doubles per step, so that short scans
+/// (the common `take(n)`, `first`, `last`) do not copy whole leaves they never return.
+const FIRST_BATCH: usize = 16;
+
+/// Where a range stands between steps: the keys not yet read lie between `low` and `high`.
+pub(crate) struct Cursor {
+    low: Bound<Vec<u8>>,
+    high: Bound<Vec<u8>>,
+    /// No unread key is left between `low` and `high`.
+    exhausted: bool,
+    forward: Pace,
+    backward: Pace,
+}
+
+/// How far one direction of a cursor has come.
+struct Pace {
+    /// Entries the next step copies at most.
+    batch_limit: usize,
+    /// Leaves finished so far; decides read-ahead and hinting (see `BTree::scan_leaf`).
+    leaves_done: usize,
+}
+
+impl Pace {
+    fn new() -> Pace {
+        Pace {
+            batch_limit: FIRST_BATCH,
+            leaves_done: 0,
+        }
+    }
+}
+
+/// Whether `key` lies at or below the upper position `high`.
+fn below(high: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+    match high {
+        Bound::Unbounded => true,
+        Bound::Included(last) => key <= last.as_slice(),
+        Bound::Excluded(last) => key < last.as_slice(),
+    }
+}
+
+/// Whether `key` lies at or above the lower position `low`.
+fn above(low: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+    match low {
+        Bound::Unbounded => true,
+        Bound::Included(first) => key >= first.as_slice(),
+        Bound::Excluded(first) => key > first.as_slice(),
+    }
+}
+
+impl Cursor {
+    pub(crate) fn new<K: AsRef<[u8]>, R: RangeBounds<K>>(range: R) -> Cursor {
+        let own = |bound: Bound<&K>| match bound {
+            Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
+            Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        Cursor {
+            low: own(range.start_bound()),
+            high: own(range.end_bound()),
+            exhausted: false,
+            forward: Pace::new(),
+            backward: Pace::new(),
+        }
+    }
+
+    pub(crate) fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// Copies the next batch from the low end (at most the rest of one leaf), in ascending
+    /// order, into `batch` and moves `low` past it. On an error the cursor is exhausted.
+    pub(crate) fn step_forward<P: Policy>(
+        &mut self,
+        tree: &BTree<P>,
+        batch: &mut LeafBatch,
+    ) -> Result<()> {
+        let (start, bound): (&[u8], SearchBound) = match &self.low {
+            Bound::Unbounded => (&[], SearchBound::AtLeast),
+            Bound::Included(key) => (key, SearchBound::AtLeast),
+            Bound::Excluded(key) => (key, SearchBound::Above),
+        };
+        let high = &self.high;
+        let pace = &mut self.forward;
+        let read = tree.scan_leaf(
+            start,
+            bound,
+            &|key| below(high, key),
+            pace.batch_limit,
+            pace.leaves_done,
+            batch,
+        );
+        if let Err(error) = read {
+            self.exhausted = true;
+            return Err(error);
+        }
+        pace.batch_limit = pace.batch_limit.saturating_mul(2);
+        let next = if batch.limited {
+            batch.last_key().map(|last| Bound::Excluded(last.to_vec()))
+        } else {
+            // Keys above a fence that is past the high end are past it too.
+            match batch.fence() {
+                Some(fence) if !batch.stopped && below(high, fence) => {
+                    pace.leaves_done += 1;
+                    Some(Bound::Excluded(fence.to_vec()))
+                }
+                _ => None,
+            }
+        };
+        match next {
+            Some(next) => self.low = next,
+            None => self.exhausted = true,
+        }
+        Ok(())
+    }
+
+    /// Copies the next batch from the high end (at most the rest of one leaf), in descending
+    /// order, into `batch` and moves `high` below it. On an error the cursor is exhausted.
+    pub(crate) fn step_backward<P: Policy>(
+        &mut self,
+        tree: &BTree<P>,
+        batch: &mut LeafBatch,
+    ) -> Result<()> {
+        let from = match &self.high {
+            Bound::Unbounded => BackFrom::End,
+            Bound::Included(key) => BackFrom::AtMost(key),
+            Bound::Excluded(key) => BackFrom::Below(key),
+        };
+        let low = &self.low;
+        let pace = &mut self.backward;
+        let read = tree.scan_leaf_back(
+            from,
+            &|key| above(low, key),
+            pace.batch_limit,
+            pace.leaves_done,
+            batch,
+        );
+        if let Err(error) = read {
+            self.exhausted = true;
+            return Err(error);
+        }
+        pace.batch_limit = pace.batch_limit.saturating_mul(2);
+        let next = if batch.limited {
+            batch
+                .last_key()
+                .map(|smallest| Bound::Excluded(smallest.to_vec()))
+        } else {
+            // Keys at or below a lower fence that is under the low end are under it too.
+            match batch.fence() {
+                Some(fence) if !batch.stopped && above(low, fence) => {
+                    pace.leaves_done += 1;
+                    Some(Bound::Included(fence.to_vec()))
+                }
+                _ => None,
+            }
+        };
+        match next {
+            Some(next) => self.high = next,
+            None => self.exhausted = true,
+        }
+        Ok(())
+    }
+}
