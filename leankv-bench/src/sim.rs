@@ -28,8 +28,9 @@ pub struct SimArgs {
     /// Frames as a fraction of the pages the data occupies (the paper: 1 GB of 5 GB = 0.2).
     #[arg(long, default_value_t = 0.2)]
     pool_fraction: f64,
-    /// JSON-lines file the result is appended to.
-    #[arg(long, default_value = "bench/results/results.jsonl")]
+    /// JSON-lines file the result is appended to (under bench-output/, ignored by git; the
+    /// published results are bench/results/results.jsonl).
+    #[arg(long, default_value = "bench-output/results.jsonl")]
     results: PathBuf,
 }
 
