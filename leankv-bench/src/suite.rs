@@ -310,6 +310,16 @@ fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -
     Ok(())
 }
 
+/// Whether `candidate` is leankv's run of the same shape as `run` (threads, keys, mix, in
+/// memory or not): the reference of the `×leankv` columns.
+fn is_leankv_of(candidate: &YcsbRun, run: &YcsbRun) -> bool {
+    candidate.engine == "leankv"
+        && candidate.threads == run.threads
+        && candidate.distribution == run.distribution
+        && candidate.mix == run.mix
+        && (candidate.pool_to_data >= 1.0) == (run.pool_to_data >= 1.0)
+}
+
 /// The results as a table; `×leankv` compares with leankv's run of the same shape.
 pub fn table(records: &[RunRecord]) -> Table {
     let mut table = Table::new(&[
@@ -328,13 +338,7 @@ pub fn table(records: &[RunRecord]) -> Table {
         "peak RSS MiB",
     ]);
     for record in records {
-        let reference = records.iter().find(|other| {
-            other.engine == "leankv"
-                && other.threads == record.threads
-                && other.distribution == record.distribution
-                && other.mix == record.mix
-                && (other.pool_to_data >= 1.0) == (record.pool_to_data >= 1.0)
-        });
+        let reference = records.iter().find(|other| is_leankv_of(other, record));
         table.row(vec![
             record.engine.to_string(),
             record.threads.to_string(),
@@ -390,13 +394,9 @@ pub fn summary(records: &[RunRecord]) -> Table {
         "median p99 µs",
     ]);
     for (first, ops, p99) in &groups {
-        let reference = groups.iter().find(|(other, _, _)| {
-            other.engine == "leankv"
-                && other.threads == first.threads
-                && other.distribution == first.distribution
-                && other.mix == first.mix
-                && (other.pool_to_data >= 1.0) == (first.pool_to_data >= 1.0)
-        });
+        let reference = groups
+            .iter()
+            .find(|(other, _, _)| is_leankv_of(other, first));
         table.row(vec![
             first.engine.to_string(),
             first.threads.to_string(),
