@@ -3,24 +3,25 @@
 //! jobs, and sequential 1 MiB reads, all with O_DIRECT. The scan benchmark measures sequential
 //! bandwidth itself, before and after its runs.
 
-use crate::report::{self, Machine};
+use crate::harness::{self, Environment, Record};
+use crate::report;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::Path;
 use std::process::Command;
 use tracing::info;
 
+/// What fio measured, as saved to the results file.
+pub type DeviceRecord = Record<DeviceRun>;
+
 /// What fio measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct DeviceRecord {
-    pub benchmark: &'static str,
-    pub unix_time: u64,
+pub struct DeviceRun {
     pub random_read_iops_1_job: f64,
     pub random_read_iops_2_jobs: f64,
     pub sequential_read_mib_s: f64,
     pub block_size_random: u32,
     pub file_bytes: u64,
-    pub machine: Machine,
 }
 
 const FILE_BYTES: u64 = 2 << 30;
@@ -77,17 +78,18 @@ pub fn measure(dir: &Path, results: &Path, seconds: u64) -> Result<DeviceRecord>
         .as_f64()
         .unwrap_or(0.0);
     std::fs::remove_file(&file).ok();
-    let record = DeviceRecord {
-        benchmark: "device",
-        unix_time: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+    let run = DeviceRun {
         random_read_iops_1_job: random_1,
         random_read_iops_2_jobs: random_2,
         sequential_read_mib_s: sequential_kib / 1024.0,
         block_size_random: 16 << 10,
         file_bytes: FILE_BYTES,
-        machine: Machine::probe(dir),
+    };
+    let options = serde_json::json!({"dir": dir, "seconds": seconds});
+    let label = format!("device-{}", harness::unix_time());
+    let record = Record {
+        header: Environment::probe(dir).header("device", &label, &options),
+        run,
     };
     println!(
         "device: {:.0} random 16 KiB reads/s (1 job), {:.0} (2 jobs), {:.0} MiB/s sequential",

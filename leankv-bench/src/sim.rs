@@ -3,6 +3,7 @@
 //! FIFO, leankv's cooling strategy at several cooling percentages, LRU, 2Q and OPT with the
 //! same number of frames, and print each hit rate.
 
+use crate::harness::{self, Environment, Record};
 use crate::report;
 use crate::workload::{key, Distribution, Sampler};
 use anyhow::{ensure, Result};
@@ -10,7 +11,7 @@ use clap::Args;
 use leankv::ablations::Traced;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeSet, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct SimArgs {
@@ -464,10 +465,16 @@ pub fn run(args: &SimArgs) -> Result<()> {
         rates.insert(policy.name(), rate.into());
     }
     println!("{}", table.render());
-    report::append(
-        &args.results,
-        &serde_json::json!({
-            "benchmark": "sim",
+    let options = serde_json::json!({
+        "records": args.records,
+        "lookups": args.lookups,
+        "theta": args.theta,
+        "pool_fraction": args.pool_fraction,
+    });
+    let label = format!("sim-{}", harness::unix_time());
+    let record = Record {
+        header: Environment::probe(Path::new(".")).header("sim", &label, &options),
+        run: serde_json::json!({
             "records": args.records,
             "lookups": args.lookups,
             "theta": args.theta,
@@ -476,7 +483,8 @@ pub fn run(args: &SimArgs) -> Result<()> {
             "accesses": trace.len(),
             "hit_rates": rates,
         }),
-    )?;
+    };
+    report::append(&args.results, &record)?;
     Ok(())
 }
 
