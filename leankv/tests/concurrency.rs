@@ -81,7 +81,7 @@ fn writers_readers_and_scanners<P: Policy>() {
                             );
                         }
                         let number = key_number(&k);
-                        if number % 10 == 0 {
+                        if number.is_multiple_of(10) {
                             let n = number / 10;
                             assert_eq!(v, value_for(n, 0, 64));
                             stable_seen.push(n);
