@@ -134,7 +134,7 @@ fn first_last_and_prefixes_match_a_btreemap() {
     let tree = db.open_tree("t").unwrap();
     assert_eq!(tree.first().unwrap(), None);
     assert_eq!(tree.last().unwrap(), None);
-    assert!(tree.iter().rev().next().is_none());
+    assert!(tree.iter().next_back().is_none());
     let mut rng = fastrand::Rng::with_seed(11);
     let mut model = Model::new();
     fill(&tree, &mut model, &mut rng, 3_000);
