@@ -15,13 +15,13 @@ use crate::btree::node::Bound as SearchBound;
 use crate::btree::{BTree, BackFrom, LeafBatch};
 use crate::buffer::policy::{Lean, Policy};
 use crate::error::Result;
-use crate::tree::Tree;
+use crate::shared::TreeHandle;
 use std::collections::VecDeque;
 use std::fmt;
 use std::iter::FusedIterator;
 use std::ops::{Bound, RangeBounds};
 
-/// Iterator over a key range of a [`Tree`], in ascending key order, or descending from the
+/// Iterator over a key range of a [`Tree`](crate::Tree), in ascending key order, or descending from the
 /// back (`rev()`, `next_back`; both may be mixed on one iterator). Yields
 /// `Result<(key, value)>`; after an error it yields nothing more.
 ///
@@ -41,7 +41,7 @@ use std::ops::{Bound, RangeBounds};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Range<P: Policy = Lean> {
-    tree: Tree<P>,
+    tree: TreeHandle<P>,
     cursor: Cursor,
     batch: LeafBatch,
     /// Read by forward steps, in ascending order; all below `back`'s entries.
@@ -52,7 +52,7 @@ pub struct Range<P: Policy = Lean> {
 }
 
 impl<P: Policy> Range<P> {
-    pub(crate) fn new(tree: Tree<P>, cursor: Cursor) -> Range<P> {
+    pub(crate) fn new(tree: TreeHandle<P>, cursor: Cursor) -> Range<P> {
         Range {
             tree,
             cursor,
@@ -87,7 +87,7 @@ impl<P: Policy> Iterator for Range<P> {
             if self.cursor.exhausted() {
                 return self.back.pop_back().map(Ok);
             }
-            if let Err(error) = self.cursor.step_forward(self.tree.btree(), &mut self.batch) {
+            if let Err(error) = self.cursor.step_forward(&self.tree.tree, &mut self.batch) {
                 return self.fail(error);
             }
             let entries = self.batch.entries();
@@ -109,10 +109,7 @@ impl<P: Policy> DoubleEndedIterator for Range<P> {
             if self.cursor.exhausted() {
                 return self.front.pop_back().map(Ok);
             }
-            if let Err(error) = self
-                .cursor
-                .step_backward(self.tree.btree(), &mut self.batch)
-            {
+            if let Err(error) = self.cursor.step_backward(&self.tree.tree, &mut self.batch) {
                 return self.fail(error);
             }
             let entries = self.batch.entries();
@@ -127,7 +124,7 @@ impl<P: Policy> FusedIterator for Range<P> {}
 impl<P: Policy> fmt::Debug for Range<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Range")
-            .field("tree", &self.tree.name())
+            .field("tree", &self.tree.name)
             .field("low", &KeyBound(&self.cursor.low))
             .field("high", &KeyBound(&self.cursor.high))
             .field("buffered", &(self.front.len() + self.back.len()))

@@ -1,6 +1,7 @@
 //! What every handle of one database shares: the buffer manager, the catalog, the trees
 //! opened so far and the directory lock, with the operations that span them (flush, close,
-//! writing the superblock). `Db` and `Tree` both hold it; neither depends on the other for it.
+//! writing the superblock), and the counted handle through which `Tree` and `Range` use one
+//! tree. `Db`, `Tree` and `Range` hold them; none depends on another for them.
 //!
 //! Invariant: the superblock is written after the pages it describes (the free list included)
 //! and synced with them; it never counts more pages than the file holds.
@@ -81,5 +82,35 @@ impl<P: Policy> DbShared<P> {
         self.write_superblock()?;
         *lock = None;
         Ok(())
+    }
+}
+
+/// One use of an open tree: a `Tree` or a `Range` over it. While any exists, the tree's root
+/// stays in the pool; when the last goes, the root may leave it (see `BTree::attach`).
+pub(crate) struct TreeHandle<P: Policy> {
+    pub(crate) db: Arc<DbShared<P>>,
+    pub(crate) tree: Arc<BTree<P>>,
+    /// The tree's name (`<catalog>` for the catalog), for `Debug` output.
+    pub(crate) name: Arc<str>,
+}
+
+impl<P: Policy> TreeHandle<P> {
+    pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>, name: Arc<str>) -> Self {
+        tree.add_handle();
+        TreeHandle { db, tree, name }
+    }
+}
+
+impl<P: Policy> Clone for TreeHandle<P> {
+    fn clone(&self) -> Self {
+        TreeHandle::new(self.db.clone(), self.tree.clone(), self.name.clone())
+    }
+}
+
+impl<P: Policy> Drop for TreeHandle<P> {
+    fn drop(&mut self) {
+        if self.tree.drop_handle() {
+            self.db.release(&self.tree);
+        }
     }
 }

@@ -7,7 +7,7 @@ use crate::btree::{BTree, LeafBatch};
 use crate::buffer::policy::{Lean, Policy};
 use crate::error::{Error, Result};
 use crate::range::{Cursor, Range};
-use crate::shared::DbShared;
+use crate::shared::{DbShared, TreeHandle};
 use std::cell::RefCell;
 use std::fmt;
 use std::ops::RangeBounds;
@@ -18,31 +18,23 @@ use std::sync::Arc;
 /// Keys and values are byte strings; the empty key and the empty value are valid. Keys are
 /// ordered bytewise. See [`Db`](crate::Db) for an example.
 pub struct Tree<P: Policy = Lean> {
-    db: Arc<DbShared<P>>,
-    tree: Arc<BTree<P>>,
-    name: Arc<str>,
+    handle: TreeHandle<P>,
 }
 
 impl<P: Policy> Clone for Tree<P> {
     fn clone(&self) -> Self {
-        Tree::new(self.db.clone(), self.tree.clone(), self.name.clone())
+        Tree {
+            handle: self.handle.clone(),
+        }
     }
 }
 
 impl<P: Policy> fmt::Debug for Tree<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tree")
-            .field("name", &self.name)
-            .field("root_page", &self.tree.root_page_id())
+            .field("name", &self.handle.name)
+            .field("root_page", &self.handle.tree.root_page_id())
             .finish()
-    }
-}
-
-impl<P: Policy> Drop for Tree<P> {
-    fn drop(&mut self) {
-        if self.tree.drop_handle() {
-            self.db.release(&self.tree);
-        }
     }
 }
 
@@ -52,27 +44,18 @@ thread_local! {
 }
 
 impl<P: Policy> Tree<P> {
-    /// The tree this handle uses.
-    pub(crate) fn btree(&self) -> &BTree<P> {
-        &self.tree
-    }
-
-    /// The tree's name (`<catalog>` for the catalog).
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
     /// A new handle; the tree's root is hot (see `BTree::attach`).
     pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>, name: Arc<str>) -> Tree<P> {
-        tree.add_handle();
-        Tree { db, tree, name }
+        Tree {
+            handle: TreeHandle::new(db, tree, name),
+        }
     }
 
     fn check_key(&self, key: &[u8]) -> Result<()> {
-        if key.len() > self.db.max_key_size {
+        if key.len() > self.handle.db.max_key_size {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
-                max: self.db.max_key_size,
+                max: self.handle.db.max_key_size,
             });
         }
         Ok(())
@@ -81,7 +64,7 @@ impl<P: Policy> Tree<P> {
     /// False for keys longer than the limit: no such key can be stored, so lookups and
     /// removals can answer without searching.
     fn may_exist(&self, key: &[u8]) -> bool {
-        key.len() <= self.db.max_key_size
+        key.len() <= self.handle.db.max_key_size
     }
 
     /// Inserts `key` with `value`, replacing any previous value. Fails with
@@ -105,13 +88,13 @@ impl<P: Policy> Tree<P> {
     pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.check_key(key)?;
-        if value.len() > self.db.max_value_size {
+        if value.len() > self.handle.db.max_value_size {
             return Err(Error::ValueTooLarge {
                 len: value.len(),
-                max: self.db.max_value_size,
+                max: self.handle.db.max_value_size,
             });
         }
-        self.tree.insert(key, value)
+        self.handle.tree.insert(key, value)
     }
 
     /// The value of `key`, if present. (A key longer than the limit cannot be present, so
@@ -122,7 +105,7 @@ impl<P: Policy> Tree<P> {
             return Ok(None);
         }
         let mut value = Vec::new();
-        Ok(self.tree.lookup(key, &mut value)?.then_some(value))
+        Ok(self.handle.tree.lookup(key, &mut value)?.then_some(value))
     }
 
     /// Calls `read` with the value of `key`, if present, without allocating: the value is
@@ -148,7 +131,7 @@ impl<P: Policy> Tree<P> {
         }
         // Taken out of the cell, so a `read` that looks up again gets a buffer of its own.
         let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
-        let found = self.tree.lookup(key, &mut buffer);
+        let found = self.handle.tree.lookup(key, &mut buffer);
         let result = match found {
             Ok(true) => Ok(Some(read(&buffer))),
             Ok(false) => Ok(None),
@@ -195,7 +178,7 @@ impl<P: Policy> Tree<P> {
             return Ok(None);
         }
         let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
-        let result = self.tree.update(key, &mut buffer, modify);
+        let result = self.handle.tree.update(key, &mut buffer, modify);
         LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
         result
     }
@@ -206,7 +189,7 @@ impl<P: Policy> Tree<P> {
         if !self.may_exist(key) {
             return Ok(false);
         }
-        self.tree.remove(key)
+        self.handle.tree.remove(key)
     }
 
     /// The pairs whose keys lie in `range`, in ascending key order.
@@ -237,7 +220,7 @@ impl<P: Policy> Tree<P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Range<P> {
-        Range::new(self.clone(), Cursor::new(range))
+        Range::new(self.handle.clone(), Cursor::new(range))
     }
 
     /// Calls `visit` with the pairs whose keys lie in `range`, in ascending key order, until
@@ -271,7 +254,7 @@ impl<P: Policy> Tree<P> {
         let mut cursor = Cursor::new(range);
         let mut batch = LeafBatch::default();
         while !cursor.exhausted() {
-            cursor.step_forward(&self.tree, &mut batch)?;
+            cursor.step_forward(&self.handle.tree, &mut batch)?;
             for (key, value) in batch.entries() {
                 if !visit(key, value) {
                     return Ok(());
