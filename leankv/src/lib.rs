@@ -71,5 +71,8 @@ pub mod ablations {
 /// for tests (feature `testing`; not for applications).
 #[cfg(feature = "testing")]
 pub mod testing {
-    pub use crate::io::{FaultKind, FaultyStorage, FileStorage, MemoryStorage, Storage};
+    pub use crate::io::{
+        CrashSimulator, CrashStats, FaultKind, FaultyStorage, FileStorage, MemoryStorage,
+        Recovered, RecoveredFile, Recovery, RecoveryReport, SimulatedStorage, Storage, SECTOR_SIZE,
+    };
 }

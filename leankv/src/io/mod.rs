@@ -12,6 +12,8 @@
 //! superblock's own check) has accepted them.
 
 #[cfg(feature = "testing")]
+mod crash;
+#[cfg(feature = "testing")]
 mod fault;
 mod file;
 #[cfg(feature = "testing")]
@@ -19,6 +21,11 @@ mod memory;
 pub(crate) mod page;
 pub(crate) mod superblock;
 
+#[cfg(feature = "testing")]
+pub use crash::{
+    CrashSimulator, CrashStats, Recovered, RecoveredFile, Recovery, RecoveryReport,
+    SimulatedStorage, SECTOR_SIZE,
+};
 #[cfg(feature = "testing")]
 pub use fault::{FaultKind, FaultyStorage};
 pub use file::FileStorage;
