@@ -21,7 +21,7 @@
 //! model), and `SeqCst` loads as acquire loads (weaker: could only cause false alarms).
 
 use super::{Epochs, FrameId};
-use crate::sync::atomic::{fence, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::loom_latch::{model, settle};
 use loom::cell::UnsafeCell;
 use loom::thread;
