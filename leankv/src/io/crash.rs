@@ -250,8 +250,11 @@ impl Domain {
 }
 
 /// One crash domain: storages that crash together at one instant, and the recovery of what a
-/// device could hold afterwards. See the module documentation (`leankv::io::crash`) for the
-/// model and its invariant.
+/// device could hold afterwards: the durable image of each file (as of its last sync) plus a
+/// seeded subset of its unsynced writes, in any order, at most [`CrashSimulator::max_torn_writes`]
+/// of them torn at [`SECTOR_SIZE`], its unsynced growth kept or lost. The model is spelled out
+/// in the documentation of `src/io/crash.rs`. Invariant: no recovered byte was never durable or
+/// written, and every synced byte survives unless an unsynced write was issued over it.
 ///
 /// ```
 /// use leankv::testing::{CrashSimulator, Recovery, Storage};
