@@ -11,8 +11,7 @@
 //! yielded at most once; every step moves its position strictly (the B-tree checks that each
 //! leaf covers the position), so iteration ends; after an error the iterator is finished.
 
-use crate::btree::node::Bound as SearchBound;
-use crate::btree::{BTree, BackFrom, LeafBatch};
+use crate::btree::{BTree, LeafBatch, ScanFrom};
 use crate::buffer::policy::{Lean, Policy};
 use crate::error::Result;
 use crate::shared::TreeHandle;
@@ -21,8 +20,8 @@ use std::fmt;
 use std::iter::FusedIterator;
 use std::ops::{Bound, RangeBounds};
 
-/// Iterator over a key range of a [`Tree`](crate::Tree), in ascending key order, or descending from the
-/// back (`rev()`, `next_back`; both may be mixed on one iterator). Yields
+/// Iterator over a key range of a [`Tree`](crate::Tree), in ascending key order, or
+/// descending from the back (`rev()`, `next_back`; both may be mixed on one iterator). Yields
 /// `Result<(key, value)>`; after an error it yields nothing more.
 ///
 /// ```
@@ -73,49 +72,59 @@ impl<P: Policy> Range<P> {
     }
 }
 
-impl<P: Policy> Iterator for Range<P> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<P: Policy> Range<P> {
+    /// The next entry from the low end (`downwards == false`) or the high end: from that
+    /// end's buffer, else from a step in its direction, else, once nothing unread is left
+    /// between the ends, from the far end of the other end's buffer.
+    fn advance(&mut self, downwards: bool) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         loop {
-            if let Some(entry) = self.front.pop_front() {
+            let (own, other) = if downwards {
+                (&mut self.back, &mut self.front)
+            } else {
+                (&mut self.front, &mut self.back)
+            };
+            if let Some(entry) = own.pop_front() {
                 return Some(Ok(entry));
             }
             if self.failed {
                 return None;
             }
             if self.cursor.exhausted() {
-                return self.back.pop_back().map(Ok);
+                return other.pop_back().map(Ok);
             }
-            if let Err(error) = self.cursor.step_forward(&self.tree.tree, &mut self.batch) {
+            let step = if downwards {
+                self.cursor.step(&self.tree.tree, &mut self.batch, true)
+            } else {
+                self.cursor.step(&self.tree.tree, &mut self.batch, false)
+            };
+            if let Err(error) = step {
                 return self.fail(error);
             }
-            let entries = self.batch.entries();
-            self.front
-                .extend(entries.map(|(key, value)| (key.to_vec(), value.to_vec())));
+            let own = if downwards {
+                &mut self.back
+            } else {
+                &mut self.front
+            };
+            own.extend(
+                self.batch
+                    .entries()
+                    .map(|(key, value)| (key.to_vec(), value.to_vec())),
+            );
         }
+    }
+}
+
+impl<P: Policy> Iterator for Range<P> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.advance(false)
     }
 }
 
 impl<P: Policy> DoubleEndedIterator for Range<P> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(entry) = self.back.pop_front() {
-                return Some(Ok(entry));
-            }
-            if self.failed {
-                return None;
-            }
-            if self.cursor.exhausted() {
-                return self.front.pop_back().map(Ok);
-            }
-            if let Err(error) = self.cursor.step_backward(&self.tree.tree, &mut self.batch) {
-                return self.fail(error);
-            }
-            let entries = self.batch.entries();
-            self.back
-                .extend(entries.map(|(key, value)| (key.to_vec(), value.to_vec())));
-        }
+        self.advance(true)
     }
 }
 
@@ -221,94 +230,70 @@ impl Cursor {
         self.exhausted
     }
 
-    /// Copies the next batch from the low end (at most the rest of one leaf), in ascending
-    /// order, into `batch` and moves `low` past it. On an error the cursor is exhausted.
-    pub(crate) fn step_forward<P: Policy>(
+    /// Copies the next batch (at most the rest of one leaf) from the low end in ascending
+    /// order, or with `downwards` from the high end in descending order, into `batch`, and
+    /// moves that end past it. On an error the cursor is exhausted.
+    pub(crate) fn step<P: Policy>(
         &mut self,
         tree: &BTree<P>,
         batch: &mut LeafBatch,
+        downwards: bool,
     ) -> Result<()> {
-        let (start, bound): (&[u8], SearchBound) = match &self.low {
-            Bound::Unbounded => (&[], SearchBound::AtLeast),
-            Bound::Included(key) => (key, SearchBound::AtLeast),
-            Bound::Excluded(key) => (key, SearchBound::Above),
+        let from = if downwards {
+            match &self.high {
+                Bound::Unbounded => ScanFrom::End,
+                Bound::Included(key) => ScanFrom::AtMost(key),
+                Bound::Excluded(key) => ScanFrom::Below(key),
+            }
+        } else {
+            match &self.low {
+                Bound::Unbounded => ScanFrom::AtLeast(&[]),
+                Bound::Included(key) => ScanFrom::AtLeast(key),
+                Bound::Excluded(key) => ScanFrom::Above(key),
+            }
         };
-        let high = &self.high;
-        let pace = &mut self.forward;
-        let read = tree.scan_leaf(
-            start,
-            bound,
-            &|key| below(high, key),
-            pace.batch_limit,
-            pace.leaves_done,
-            batch,
-        );
+        let (low, high) = (&self.low, &self.high);
+        // Whether a key lies before the other end's position.
+        let keep = |key: &[u8]| {
+            if downwards {
+                above(low, key)
+            } else {
+                below(high, key)
+            }
+        };
+        let pace = if downwards {
+            &mut self.backward
+        } else {
+            &mut self.forward
+        };
+        let read = tree.scan_leaf(from, &keep, pace.batch_limit, pace.leaves_done, batch);
         if let Err(error) = read {
             self.exhausted = true;
             return Err(error);
         }
         pace.batch_limit = pace.batch_limit.saturating_mul(2);
         let next = if batch.limited {
+            // Go on after the last key copied (the smallest, going down).
             batch.last_key().map(|last| Bound::Excluded(last.to_vec()))
         } else {
-            // Keys above a fence that is past the high end are past it too.
+            // Keys beyond a fence that is past the other end are past it too. Going up, the
+            // next leaf holds keys above the upper fence; going down, keys at or below the
+            // lower fence.
             match batch.fence() {
-                Some(fence) if !batch.stopped && below(high, fence) => {
+                Some(fence) if !batch.stopped && keep(fence) => {
                     pace.leaves_done += 1;
-                    Some(Bound::Excluded(fence.to_vec()))
+                    Some(if downwards {
+                        Bound::Included(fence.to_vec())
+                    } else {
+                        Bound::Excluded(fence.to_vec())
+                    })
                 }
                 _ => None,
             }
         };
         match next {
+            Some(next) if downwards => self.high = next,
             Some(next) => self.low = next,
-            None => self.exhausted = true,
-        }
-        Ok(())
-    }
-
-    /// Copies the next batch from the high end (at most the rest of one leaf), in descending
-    /// order, into `batch` and moves `high` below it. On an error the cursor is exhausted.
-    pub(crate) fn step_backward<P: Policy>(
-        &mut self,
-        tree: &BTree<P>,
-        batch: &mut LeafBatch,
-    ) -> Result<()> {
-        let from = match &self.high {
-            Bound::Unbounded => BackFrom::End,
-            Bound::Included(key) => BackFrom::AtMost(key),
-            Bound::Excluded(key) => BackFrom::Below(key),
-        };
-        let low = &self.low;
-        let pace = &mut self.backward;
-        let read = tree.scan_leaf_back(
-            from,
-            &|key| above(low, key),
-            pace.batch_limit,
-            pace.leaves_done,
-            batch,
-        );
-        if let Err(error) = read {
-            self.exhausted = true;
-            return Err(error);
-        }
-        pace.batch_limit = pace.batch_limit.saturating_mul(2);
-        let next = if batch.limited {
-            batch
-                .last_key()
-                .map(|smallest| Bound::Excluded(smallest.to_vec()))
-        } else {
-            // Keys at or below a lower fence that is under the low end are under it too.
-            match batch.fence() {
-                Some(fence) if !batch.stopped && above(low, fence) => {
-                    pace.leaves_done += 1;
-                    Some(Bound::Included(fence.to_vec()))
-                }
-                _ => None,
-            }
-        };
-        match next {
-            Some(next) => self.high = next,
             None => self.exhausted = true,
         }
         Ok(())

@@ -254,7 +254,7 @@ impl<P: Policy> Tree<P> {
         let mut cursor = Cursor::new(range);
         let mut batch = LeafBatch::default();
         while !cursor.exhausted() {
-            cursor.step_forward(&self.handle.tree, &mut batch)?;
+            cursor.step(&self.handle.tree, &mut batch, false)?;
             for (key, value) in batch.entries() {
                 if !visit(key, value) {
                     return Ok(());

@@ -32,7 +32,7 @@ mod scan;
 mod split;
 
 use descend::ParentAndChild;
-pub(crate) use scan::{BackFrom, LeafBatch};
+pub(crate) use scan::{LeafBatch, ScanFrom};
 
 use crate::buffer::policy::Policy;
 use crate::buffer::{

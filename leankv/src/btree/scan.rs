@@ -28,49 +28,76 @@ pub(crate) struct LeafBatch {
     fence: Option<Vec<u8>>,
 }
 
-/// Where a backward scan step starts: below or at a key, or at the tree's last key.
+/// Where a scan step starts, and which way it reads.
 #[derive(Clone, Copy)]
-pub(crate) enum BackFrom<'k> {
-    /// Keys `<= key`.
+pub(crate) enum ScanFrom<'k> {
+    /// Upwards: keys `>= key`.
+    AtLeast(&'k [u8]),
+    /// Upwards: keys `> key`.
+    Above(&'k [u8]),
+    /// Downwards: keys `<= key`.
     AtMost(&'k [u8]),
-    /// Keys `< key`.
+    /// Downwards: keys `< key`.
     Below(&'k [u8]),
-    /// Every key: start at the last.
+    /// Downwards from the tree's last key.
     End,
 }
 
-impl<'k> BackFrom<'k> {
-    /// The descent that reaches the leaf covering this position: the keys just below it are
-    /// there, or below its lower fence.
+impl<'k> ScanFrom<'k> {
+    /// The descent that reaches the leaf covering this position. Going down, the keys just
+    /// below the position are in that leaf or below its lower fence.
     fn descent(self) -> (&'k [u8], Bound) {
         match self {
-            BackFrom::AtMost(key) | BackFrom::Below(key) => (key, Bound::AtLeast),
-            BackFrom::End => (&[], Bound::Last),
+            ScanFrom::AtLeast(key) | ScanFrom::AtMost(key) | ScanFrom::Below(key) => {
+                (key, Bound::AtLeast)
+            }
+            ScanFrom::Above(key) => (key, Bound::Above),
+            ScanFrom::End => (&[], Bound::Last),
         }
     }
 
-    /// How many entries of `leaf` lie at or below this position (those before the index).
-    fn end_index(self, leaf: &Node<'_>) -> usize {
+    fn downwards(self) -> bool {
+        matches!(
+            self,
+            ScanFrom::AtMost(_) | ScanFrom::Below(_) | ScanFrom::End
+        )
+    }
+
+    /// Copies the entries of `leaf` from this position on, in this direction, into `batch`
+    /// (see [`BTree::scan_leaf`]), and the fence where the scan goes on.
+    fn copy(
+        self,
+        leaf: &Node<'_>,
+        keep: &dyn Fn(&[u8]) -> bool,
+        limit: usize,
+        batch: &mut LeafBatch,
+    ) {
+        batch.clear();
+        let (key, bound) = self.descent();
         match self {
-            BackFrom::AtMost(key) => leaf.upper_bound(key),
-            BackFrom::Below(key) => leaf.lower_bound(key).0,
-            BackFrom::End => leaf.count(),
+            ScanFrom::AtLeast(_) | ScanFrom::Above(_) => {
+                batch.copy(leaf, leaf.search(key, bound)..leaf.count(), keep, limit);
+                batch.set_fence(leaf.upper_fence());
+            }
+            ScanFrom::AtMost(_) | ScanFrom::Below(_) | ScanFrom::End => {
+                let end = match self {
+                    ScanFrom::AtMost(key) => leaf.upper_bound(key),
+                    ScanFrom::Below(key) => leaf.lower_bound(key).0,
+                    _ => leaf.count(),
+                };
+                batch.copy(leaf, (0..end.min(leaf.count())).rev(), keep, limit);
+                batch.set_fence(leaf.lower_fence());
+            }
         }
     }
-}
-
-/// Which way a scan reads.
-#[derive(Clone, Copy)]
-enum Direction {
-    Forward,
-    Backward,
 }
 
 impl<P: Policy> BTree<P> {
-    /// Copies entries of one leaf from the lower end of a range: those at or after `start`
-    /// (with `bound`) for which `keep` holds, stopping at the first that fails or after
-    /// `limit` entries, into `batch`: the entries, whether `keep` stopped the scan, whether the
-    /// limit did, and the leaf's upper fence.
+    /// Copies entries of one leaf from position `from` on, in its direction (ascending
+    /// upwards, descending downwards): those for which `keep` holds, stopping at the first
+    /// that fails or after `limit` entries, into `batch`: the entries, whether `keep` stopped
+    /// the scan, whether the limit did, and the fence where the scan goes on (the leaf's upper
+    /// fence upwards, its lower fence downwards).
     ///
     /// `leaves_done` is how many leaves the scan has finished before this one. Past its first
     /// leaf, a scan that had to bring this leaf in (from the cooling stage or the disk) is
@@ -79,46 +106,7 @@ impl<P: Policy> BTree<P> {
     /// the leaf back to the cooling stage once read (paper §IV-I: prefetching and hinting).
     pub(crate) fn scan_leaf(
         &self,
-        start: &[u8],
-        bound: Bound,
-        keep: &dyn Fn(&[u8]) -> bool,
-        limit: usize,
-        leaves_done: usize,
-        batch: &mut LeafBatch,
-    ) -> Result<()> {
-        let mut brought_in = false;
-        let (covers_start, leaf) = self.bm.run(|mode| {
-            let attempt = self.read_node(start, bound, 0, mode, |leaf| {
-                batch.clear();
-                for index in leaf.search(start, bound)..leaf.count() {
-                    if batch.len() == limit {
-                        batch.limited = true;
-                        break;
-                    }
-                    let key = leaf.key(index);
-                    if !keep(key) {
-                        batch.stopped = true;
-                        break;
-                    }
-                    batch.push(key, leaf.value(index));
-                }
-                batch.set_fence(leaf.upper_fence());
-                leaf.covers(start, bound)
-            });
-            brought_in |= self.leaf_missing(&attempt);
-            attempt
-        })?;
-        self.after_leaf(leaf, covers_start, brought_in, leaves_done, |ahead| {
-            self.read_ahead(start, bound, keep, ahead, Direction::Forward)
-        })
-    }
-
-    /// [`scan_leaf`](Self::scan_leaf) going backward: copies the entries of one leaf at or
-    /// below `from`, in descending order, for which `keep` holds (stopping at the first that
-    /// fails, or after `limit` entries), and the leaf's lower fence.
-    pub(crate) fn scan_leaf_back(
-        &self,
-        from: BackFrom<'_>,
+        from: ScanFrom<'_>,
         keep: &dyn Fn(&[u8]) -> bool,
         limit: usize,
         leaves_done: usize,
@@ -128,47 +116,12 @@ impl<P: Policy> BTree<P> {
         let mut brought_in = false;
         let (covers_start, leaf) = self.bm.run(|mode| {
             let attempt = self.read_node(key, bound, 0, mode, |leaf| {
-                batch.clear();
-                for index in (0..from.end_index(&leaf).min(leaf.count())).rev() {
-                    if batch.len() == limit {
-                        batch.limited = true;
-                        break;
-                    }
-                    let key = leaf.key(index);
-                    if !keep(key) {
-                        batch.stopped = true;
-                        break;
-                    }
-                    batch.push(key, leaf.value(index));
-                }
-                batch.set_fence(leaf.lower_fence());
+                from.copy(&leaf, keep, limit, batch);
                 leaf.covers(key, bound)
             });
             brought_in |= self.leaf_missing(&attempt);
             attempt
         })?;
-        self.after_leaf(leaf, covers_start, brought_in, leaves_done, |ahead| {
-            self.read_ahead(key, bound, keep, ahead, Direction::Backward)
-        })
-    }
-
-    /// Whether a scan attempt restarted because the leaf itself was not in memory.
-    fn leaf_missing<T>(&self, attempt: &Attempt<T>) -> bool {
-        // The missing page is a child of `frame`: a leaf if `frame` is on level 1.
-        matches!(attempt, Err(Restart::Swizzle { frame, .. }) if self.node(*frame).level() == 1)
-    }
-
-    /// What a scan step does once it has read `leaf`: refuse a leaf that does not cover the
-    /// position, and past the first leaf, if this one had to be brought in, read ahead and
-    /// hand it back to the cooling stage.
-    fn after_leaf(
-        &self,
-        leaf: FrameId,
-        covers_start: bool,
-        brought_in: bool,
-        leaves_done: usize,
-        read_ahead: impl FnOnce(usize) -> Result<()>,
-    ) -> Result<()> {
         // Every node is checked against its parent when it comes in, so this holds; checked
         // again because a scan that did not move on would never end.
         if !covers_start {
@@ -180,15 +133,21 @@ impl<P: Policy> BTree<P> {
         if brought_in && leaves_done > 0 {
             let ahead = (2usize << leaves_done.min(16)).min(self.bm.prefetch_depth());
             if ahead > 0 {
-                read_ahead(ahead)?;
+                self.read_ahead(key, bound, keep, ahead, from.downwards())?;
             }
             self.bm.cool_scanned(leaf);
         }
         Ok(())
     }
 
+    /// Whether a scan attempt restarted because the leaf itself was not in memory.
+    fn leaf_missing<T>(&self, attempt: &Attempt<T>) -> bool {
+        // The missing page is a child of `frame`: a leaf if `frame` is on level 1.
+        matches!(attempt, Err(Restart::Swizzle { frame, .. }) if self.node(*frame).level() == 1)
+    }
+
     /// Requests the (up to) `ahead` leaves after the one holding `start` (before it, going
-    /// backward) that are not in memory, from the prefetch threads. Only siblings under the
+    /// downwards) that are not in memory, from the prefetch threads. Only siblings under the
     /// same parent are requested (the next parent's leaves follow when the scan arrives there),
     /// and only those whose separator towards the scan `keep` accepts: nothing past the end of
     /// the scan's range.
@@ -198,7 +157,7 @@ impl<P: Policy> BTree<P> {
         bound: Bound,
         keep: &dyn Fn(&[u8]) -> bool,
         ahead: usize,
-        direction: Direction,
+        downwards: bool,
     ) -> Result<()> {
         let wanted = self.bm.run(|mode| {
             if self.level_of(self.root())? == 0 {
@@ -207,18 +166,17 @@ impl<P: Policy> BTree<P> {
             self.read_node(start, bound, 1, mode, |parent| {
                 let index = parent.search(start, bound);
                 // Child `c` holds the keys above separator `c - 1` and up to separator `c`.
-                let children: Vec<usize> = match direction {
-                    Direction::Forward => ((index + 1)..=(index + ahead).min(parent.count()))
+                let children: Vec<usize> = if downwards {
+                    let mut children: Vec<usize> = (index.saturating_sub(ahead)..index)
+                        .rev()
+                        .take_while(|&child| keep(parent.key(child)))
+                        .collect();
+                    children.reverse(); // ascending, so consecutive pages form runs
+                    children
+                } else {
+                    ((index + 1)..=(index + ahead).min(parent.count()))
                         .take_while(|&child| keep(parent.key(child - 1)))
-                        .collect(),
-                    Direction::Backward => {
-                        let mut children: Vec<usize> = (index.saturating_sub(ahead)..index)
-                            .rev()
-                            .take_while(|&child| keep(parent.key(child)))
-                            .collect();
-                        children.reverse(); // ascending, so consecutive pages form runs
-                        children
-                    }
+                        .collect()
                 };
                 children
                     .into_iter()
@@ -247,6 +205,29 @@ impl LeafBatch {
         self.lengths.clear();
         self.stopped = false;
         self.limited = false;
+    }
+
+    /// Copies the entries of `leaf` at `indexes`, in that order, while `keep` accepts their
+    /// keys and fewer than `limit` are copied.
+    fn copy(
+        &mut self,
+        leaf: &Node<'_>,
+        indexes: impl Iterator<Item = usize>,
+        keep: &dyn Fn(&[u8]) -> bool,
+        limit: usize,
+    ) {
+        for index in indexes {
+            if self.len() == limit {
+                self.limited = true;
+                break;
+            }
+            let key = leaf.key(index);
+            if !keep(key) {
+                self.stopped = true;
+                break;
+            }
+            self.push(key, leaf.value(index));
+        }
     }
 
     fn push(&mut self, key: &[u8], value: &[u8]) {
