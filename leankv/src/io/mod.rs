@@ -36,7 +36,7 @@ pub use memory::MemoryStorage;
 pub const IO_ALIGNMENT: usize = 512;
 
 /// Where the pages of a database live. Offsets and lengths are multiples of the page size;
-/// buffers are aligned to [`IO_ALIGNMENT`].
+/// buffers are aligned to 512 bytes (the logical block size direct I/O needs).
 pub trait Storage: Send + Sync + 'static {
     /// Fills `buf` from `offset`; reading past the end is an `UnexpectedEof` error.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
