@@ -197,6 +197,11 @@ impl<P: Policy> Db<P> {
             (bm, catalog)
         } else {
             let superblock = read_superblock(storage.as_ref(), &page_file)?;
+            if superblock.open && !options.open_after_crash {
+                return Err(Error::NotClosedCleanly {
+                    path: dir.to_path_buf(),
+                });
+            }
             let page_size = superblock.page_size as usize;
             let length = storage
                 .len()
@@ -234,9 +239,9 @@ impl<P: Policy> Db<P> {
             max_key_size: btree::node::max_key_size(page_size),
             max_value_size: btree::node::max_value_size(page_size),
         });
-        if is_new {
-            shared.flush().inspect_err(|_| shared.bm.stop_threads())?;
-        }
+        // Marks the file open (and, when new, writes it whole): a crash from here on is seen
+        // at the next open.
+        shared.flush().inspect_err(|_| shared.bm.stop_threads())?;
         Ok(Db { shared })
     }
 

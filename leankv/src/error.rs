@@ -1,7 +1,7 @@
 //! The one error type of the public API.
 //!
 //! Every variant is something a caller can act on: retry or free space (`Io`), restore from a
-//! backup or run `check_integrity` (`Corruption`, `NotADatabase`), shorten the input
+//! backup or run `check_integrity` (`Corruption`, `NotADatabase`, `NotClosedCleanly`), shorten the input
 //! (`KeyTooLarge`, `ValueTooLarge`), fix the configuration (`InvalidOptions`), or stop the other
 //! process (`AlreadyOpen`). Nothing a caller passes in and nothing read from a file panics.
 
@@ -67,6 +67,20 @@ pub enum Error {
     /// Another process (or another `Db` in this process) has the directory open.
     #[error("database at {path} is already open (lock file held)")]
     AlreadyOpen {
+        /// The database directory.
+        path: PathBuf,
+    },
+
+    /// The last process that had the database open ended without closing it (a crash, a
+    /// kill, power loss). leankv has no write-ahead log yet: changes since the last `flush`
+    /// may be lost and the file may mix page versions. `Options::open_after_crash(true)`
+    /// opens it anyway, to read what is there; run `check_integrity` before trusting it.
+    #[error(
+        "database at {path} was not closed cleanly (the last process crashed or was killed); \
+         changes since its last flush may be lost and its pages may be inconsistent. Open it \
+         with Options::open_after_crash(true) to salvage it, then run check_integrity"
+    )]
+    NotClosedCleanly {
         /// The database directory.
         path: PathBuf,
     },

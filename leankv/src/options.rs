@@ -41,6 +41,7 @@ pub struct Options {
     prefault: bool,
     background_writer: bool,
     scan_prefetch: usize,
+    pub(crate) open_after_crash: bool,
 }
 
 impl Default for Options {
@@ -53,6 +54,7 @@ impl Default for Options {
             prefault: false,
             background_writer: true,
             scan_prefetch: DEFAULT_SCAN_PREFETCH,
+            open_after_crash: false,
         }
     }
 }
@@ -105,6 +107,17 @@ impl Options {
     /// with every leaf it crosses, so short scans do not read pages they never use.
     pub fn scan_prefetch(mut self, leaves: usize) -> Self {
         self.scan_prefetch = leaves;
+        self
+    }
+
+    /// Open a database that was not closed cleanly (default off: that is
+    /// [`Error::NotClosedCleanly`]). Without a write-ahead log such a file may have lost the
+    /// changes since its last flush and may mix page versions; leankv still never returns a
+    /// value that was not written (damaged pages are `Error::Corruption`), and
+    /// `Db::check_integrity` lists what is damaged. Closing it cleanly afterwards clears the
+    /// mark.
+    pub fn open_after_crash(mut self, on: bool) -> Self {
+        self.open_after_crash = on;
         self
     }
 

@@ -43,12 +43,15 @@ impl<P: Policy> DbShared<P> {
         }
     }
 
+    /// Writes every dirty page, then the superblock (still marked open: eviction may write
+    /// pages again before the close), and syncs.
     pub(crate) fn flush(&self) -> Result<()> {
         self.bm.flush()?;
-        self.write_superblock()
+        self.write_superblock(true)
     }
 
-    fn write_superblock(&self) -> Result<()> {
+    /// Writes and syncs the superblock, with the open mark `open`.
+    fn write_superblock(&self, open: bool) -> Result<()> {
         let storage = self.bm.storage().as_ref();
         let page_size = self.bm.page_size();
         let (page_count, free) = self.bm.page_allocation();
@@ -65,6 +68,7 @@ impl<P: Policy> DbShared<P> {
             page_count,
             free_list_head,
             free_list_len: free.len() as u64,
+            open,
         }
         .encode(&mut page);
         storage
@@ -79,7 +83,8 @@ impl<P: Policy> DbShared<P> {
             return Ok(());
         }
         self.bm.shut_down()?;
-        self.write_superblock()?;
+        // Only now is the file complete: no eviction can write a page any more.
+        self.write_superblock(false)?;
         *lock = None;
         Ok(())
     }

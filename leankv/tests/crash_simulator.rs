@@ -394,10 +394,22 @@ fn the_engine_sees_the_crash_as_errors_and_reopens_as_of_its_last_sync() {
         db.close().is_err(),
         "closing a crashed database reported success"
     );
-    // Everything since open was unsynced: the database is as open left it, and consistent.
+    // Everything since open was unsynced: the database is as open left it, and consistent,
+    // but marked open: without a log leankv cannot know what the crash lost, so it says so.
     let lost = sim.recover_with(Recovery::LoseUnsynced);
-    let db = Db::open_with_storage(dir.path(), options(), lost.storage("pages")).unwrap();
+    let pages = lost.storage("pages");
+    match Db::open_with_storage(dir.path(), options(), pages.clone()) {
+        Err(leankv::Error::NotClosedCleanly { path }) => assert_eq!(path, dir.path()),
+        other => panic!("a crashed database opened without a word: {other:?}"),
+    }
+    let salvage = options().open_after_crash(true);
+    let db = Db::open_with_storage(dir.path(), salvage, pages.clone()).unwrap();
     assert!(db.check_integrity().unwrap().is_ok());
     assert_eq!(db.open_tree("t").unwrap().get(b"before").unwrap(), None);
     db.close().unwrap();
+    // A clean close clears the mark.
+    Db::open_with_storage(dir.path(), options(), pages)
+        .unwrap()
+        .close()
+        .unwrap();
 }

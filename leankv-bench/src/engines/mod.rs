@@ -29,7 +29,18 @@ pub fn load_once(
 ) -> Result<()> {
     let marker = path.join(".loaded");
     if marker.exists() {
-        return Ok(());
+        // A kept load that an interrupted run left unusable (leankv refuses a database a
+        // killed process had open) is loaded again rather than failing every later run.
+        match open(kind.loader(), path, setup) {
+            Ok(engine) => {
+                drop(engine);
+                return Ok(());
+            }
+            Err(error) => tracing::warn!(
+                "the kept load in {} cannot be opened ({error:#}); loading it again",
+                path.display()
+            ),
+        }
     }
     if path.exists() {
         std::fs::remove_dir_all(path)?;

@@ -13,10 +13,14 @@
 //! | 28..36 | page count: the allocation high-water mark                  |
 //! | 36..44 | first page of the free-page list (0 = empty)                |
 //! | 44..52 | number of free pages (trunk pages included)                 |
+//! | 52     | 1 while a process has the database open, 0 once closed      |
 
 /// Bytes of page 0 that the superblock occupies.
 pub(crate) const SUPERBLOCK_SIZE: usize = 512;
 const MAGIC: &[u8; 8] = b"LEANKV\0\n";
+/// Byte of the open mark (see `Superblock::open`). Files written before it existed hold 0
+/// there: closed.
+const OPEN_MARK: usize = 52;
 /// The on-disk format this build reads and writes.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
@@ -28,6 +32,9 @@ pub(crate) struct Superblock {
     pub(crate) page_count: u64,
     pub(crate) free_list_head: u64,
     pub(crate) free_list_len: u64,
+    /// Written as `true` at open and by `flush`, `false` by a clean close: found `true` at
+    /// open, the last process ended without closing (a crash, a kill).
+    pub(crate) open: bool,
 }
 
 impl Superblock {
@@ -41,6 +48,7 @@ impl Superblock {
         page[28..36].copy_from_slice(&self.page_count.to_le_bytes());
         page[36..44].copy_from_slice(&self.free_list_head.to_le_bytes());
         page[44..52].copy_from_slice(&self.free_list_len.to_le_bytes());
+        page[OPEN_MARK] = u8::from(self.open);
         let checksum = crc32c::crc32c(&page[4..SUPERBLOCK_SIZE]);
         page[..4].copy_from_slice(&checksum.to_le_bytes());
     }
@@ -75,6 +83,15 @@ impl Superblock {
             page_count: u64_at(bytes, 28),
             free_list_head: u64_at(bytes, 36),
             free_list_len: u64_at(bytes, 44),
+            open: match bytes[OPEN_MARK] {
+                0 => false,
+                1 => true,
+                other => {
+                    return Err(SuperblockError::Damaged(format!(
+                        "open mark {other} (0 or 1 expected)"
+                    )))
+                }
+            },
         };
         if !crate::io::page::valid_page_size(superblock.page_size as usize) {
             return Err(SuperblockError::Damaged(format!(
@@ -135,6 +152,7 @@ mod tests {
             page_count: 10,
             free_list_head: 4,
             free_list_len: 3,
+            open: false,
         }
     }
 

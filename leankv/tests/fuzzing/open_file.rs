@@ -74,10 +74,12 @@ pub fn run(data: &[u8]) -> CaseResult {
         eprintln!("case: {}", oracle.context);
     }
     let frames = MIN_POOL_FRAMES + 64 * input.below(4);
+    // Opened as a salvage would: a file marked open (crashed) goes through every check too.
     let options = Options::default()
         .page_size(4096)
         .pool_size(frames * (page_size.unwrap_or(4096) + 512))
-        .background_writer(false);
+        .background_writer(false)
+        .open_after_crash(true);
     let storage = Arc::new(MemoryStorage::new());
     if !file.is_empty() {
         storage.write_at(&file, 0).expect("memory write");
