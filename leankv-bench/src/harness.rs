@@ -277,8 +277,11 @@ pub fn unix_time() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A fresh directory under `parent` for data that lives only during one run.
+/// A fresh directory under `parent` for data that lives only during one run. Scratch
+/// directories left by runs that were killed before they could clean up (their process is
+/// gone) are removed first.
 pub fn tempdir_in(parent: &Path) -> Result<PathBuf> {
+    remove_orphaned_scratch(parent);
     let path = parent.join(format!(
         "scratch-{}-{}",
         std::process::id(),
@@ -286,6 +289,27 @@ pub fn tempdir_in(parent: &Path) -> Result<PathBuf> {
     ));
     std::fs::create_dir_all(&path)?;
     Ok(path)
+}
+
+/// Removes the `scratch-<pid>-*` directories in `parent` whose process no longer runs.
+fn remove_orphaned_scratch(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("scratch-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        let Some(pid) = pid else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            if let Err(error) = std::fs::remove_dir_all(entry.path()) {
+                tracing::warn!("removing {}: {error}", entry.path().display());
+            }
+        }
+    }
 }
 
 /// Serializes a duration as seconds (for options).
@@ -309,6 +333,23 @@ mod tests {
             scan_prefetch: 0,
         };
         crate::engines::open(EngineKind::Leankv, dir, &setup).unwrap()
+    }
+
+    #[test]
+    fn scratch_of_killed_runs_is_removed_and_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        // No process has this id (pid_max is at most 2^22).
+        let orphan = parent.path().join(format!("scratch-{}-1", u32::MAX));
+        let own = parent
+            .path()
+            .join(format!("scratch-{}-2", std::process::id()));
+        let other = parent.path().join("data-kept");
+        for dir in [&orphan, &own, &other] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let fresh = tempdir_in(parent.path()).unwrap();
+        assert!(fresh.exists() && own.exists() && other.exists());
+        assert!(!orphan.exists(), "the killed run's scratch stayed");
     }
 
     #[test]
