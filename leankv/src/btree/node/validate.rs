@@ -91,26 +91,25 @@ impl<'a> Node<'a> {
             ));
         }
         // Every heap byte belongs to at most one key, value or fence: entries that share
-        // bytes would read as pairs that were never written.
-        let mut extents: Vec<(usize, usize)> = (0..count)
-            .map(|index| (self.key_offset(index), self.entry_size(index) - SLOT_SIZE))
-            .chain([LOWER_FENCE, UPPER_FENCE].into_iter().filter_map(|at| {
-                let fence_len = self.page.u16(at + 2);
-                (fence_len != NO_FENCE).then(|| {
-                    (
-                        usize::from(self.page.u16(at)),
-                        heap_len(leaf, fence_len.into()),
-                    )
-                })
-            }))
-            .filter(|&(_, extent_len)| extent_len > 0)
-            .collect();
-        extents.sort_unstable();
-        if extents
-            .windows(2)
-            .any(|pair| pair[0].0 + pair[0].1 > pair[1].0)
-        {
-            return Err("entries overlap in the heap".into());
+        // bytes would read as pairs that were never written. An occupancy bitmap of the page
+        // finds a byte claimed twice in one pass (sorting the extents cost ~5% of a read-bound
+        // workload's time, every page read being checked).
+        let mut claimed = [0u64; MAX_PAGE_SIZE / 64];
+        let fences = [LOWER_FENCE, UPPER_FENCE].into_iter().filter_map(|at| {
+            let fence_len = self.page.u16(at + 2);
+            (fence_len != NO_FENCE).then(|| {
+                (
+                    usize::from(self.page.u16(at)),
+                    heap_len(leaf, fence_len.into()),
+                )
+            })
+        });
+        let entries =
+            (0..count).map(|index| (self.key_offset(index), self.entry_size(index) - SLOT_SIZE));
+        for (start, extent_len) in entries.chain(fences) {
+            if !claim(&mut claimed, start, extent_len, len) {
+                return Err("entries overlap in the heap".into());
+            }
         }
         if count > 0 {
             if let Some(lower) = self.lower_fence() {
@@ -189,5 +188,78 @@ impl<'a> Node<'a> {
             return Err("fence keys differ from the parent's separators".into());
         }
         Ok(())
+    }
+}
+
+/// Largest page a node can be (16-bit offsets).
+const MAX_PAGE_SIZE: usize = 65536;
+
+/// Marks bytes `start..start + len` of a page of `page_len` bytes in `claimed`; false if one of
+/// them was marked already or the extent leaves the page (the node is then rejected, and
+/// `claimed`, which may hold part of the extent, is not used again).
+fn claim(
+    claimed: &mut [u64; MAX_PAGE_SIZE / 64],
+    start: usize,
+    len: usize,
+    page_len: usize,
+) -> bool {
+    let Some(end) = start
+        .checked_add(len)
+        .filter(|&end| end <= page_len.min(MAX_PAGE_SIZE))
+    else {
+        return false;
+    };
+    let mut at = start;
+    while at < end {
+        let (word, bit) = (at / 64, at % 64);
+        let bits = (end - at).min(64 - bit);
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << bits) - 1) << bit
+        };
+        if claimed[word] & mask != 0 {
+            return false;
+        }
+        claimed[word] |= mask;
+        at += bits;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{claim, MAX_PAGE_SIZE};
+
+    #[test]
+    fn claiming_finds_every_shared_byte_and_nothing_else() {
+        let fresh = || [0u64; MAX_PAGE_SIZE / 64];
+        let mut claimed = fresh();
+        assert!(claim(&mut claimed, 10, 100, 4096));
+        assert!(claim(&mut claimed, 110, 18, 4096)); // adjacent, across a word boundary
+        assert!(claim(&mut claimed, 0, 10, 4096));
+        assert!(claim(&mut claimed, 200, 0, 4096)); // empty extents claim nothing
+        assert!(!claim(&mut claimed, 127, 1, 4096)); // the last byte of the second
+        assert!(!claim(&mut claimed, 0, 1, 4096));
+        assert!(!claim(&mut claimed, 4000, 97, 4096)); // leaves the page
+        assert!(claim(&mut claimed, 4000, 96, 4096));
+        // Against a byte-by-byte model on random extents.
+        let mut rng = fastrand::Rng::with_seed(3);
+        for _ in 0..200 {
+            let (mut claimed, mut model) = (fresh(), vec![false; 16384]);
+            for _ in 0..40 {
+                let start = rng.usize(..16384);
+                let len = rng.usize(..600);
+                let fits = start + len <= 16384;
+                let free = fits && model[start..start + len].iter().all(|&used| !used);
+                assert_eq!(claim(&mut claimed, start, len, 16384), free);
+                if !free {
+                    break; // a refused extent may be partly marked: this bitmap is done
+                }
+                model[start..start + len]
+                    .iter_mut()
+                    .for_each(|used| *used = true);
+            }
+        }
     }
 }
