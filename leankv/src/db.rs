@@ -5,35 +5,29 @@
 //! the catalog is a B-tree mapping tree names to the page id of their root, which never
 //! changes. Close (and drop) writes every dirty page, the free-page list and the superblock.
 //!
-//! Crash safety is not provided yet: it comes with the write-ahead log. Until then a crash may
-//! lose every change since the last `flush`/`close`, and pages written by eviction between two
-//! flushes may leave the file inconsistent (detected at read time as corruption, never
-//! returned as data).
+//! Opening (recovery included) lives in `open.rs`; the write-ahead log's two files sit beside
+//! the page file (see `crate::wal`).
 
+use crate::batch::{Durability, WriteBatch};
 use crate::btree::check::{Checker, IntegrityReport};
-use crate::btree::{self, BTree};
+use crate::btree::BTree;
 use crate::buffer::policy::{Lean, Policy};
-use crate::buffer::{BufferManager, Counter};
+use crate::buffer::Counter;
 use crate::error::{Error, Result};
-use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
-use crate::io::{AlignedBuf, FileStorage, IoMode, Storage};
+use crate::io::{FileStorage, IoMode, Storage};
+use crate::open::{self, Files, LOG_FILES, PAGE_FILE};
 use crate::options::Options;
 use crate::shared::DbShared;
 use crate::tree::Tree;
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-const PAGE_FILE: &str = "leankv.pages";
 const LOCK_FILE: &str = "LOCK";
 /// How the catalog's handle calls itself in `Debug` output (no tree can have this name: it is
 /// not a name the catalog maps, only a label).
 const CATALOG_NAME: &str = "<catalog>";
-/// The frames of the `Mmap` baseline policy, mapped from this file.
-const POOL_FILE: &str = "pool.mmap";
 
 /// Counters and facts about a running database, from [`Db::stats`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +66,29 @@ pub struct Stats {
     pub frames_in_use: usize,
     /// Pages in the page file (allocation high-water mark, superblock included).
     pub page_count: u64,
+    /// Bytes appended to the write-ahead log and written since open (0 without a log).
+    pub log_bytes_written: u64,
+    /// Syncs of the log files since open: with group commit, far fewer than commits.
+    pub log_syncs: u64,
+    /// What the recovery at open did.
+    pub recovery: RecoveryStats,
+}
+
+/// What the recovery at open replayed and rolled back (all zero for a new database or
+/// without a log; a clean close leaves only its checkpoint record to read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryStats {
+    /// Log bytes read from the last checkpoint on.
+    pub log_bytes: u64,
+    /// Log records replayed.
+    pub records: u64,
+    /// Pages rebuilt from the log and written.
+    pub pages: u64,
+    /// Batches without a commit record, rolled back.
+    pub batches_rolled_back: u64,
+    /// Time from the start of the open to the end of recovery.
+    pub duration: std::time::Duration,
 }
 
 /// A database: a directory with a page file, and the buffer pool in front of it.
@@ -132,7 +149,20 @@ impl Db {
         options: Options,
         storage: Arc<dyn Storage>,
     ) -> Result<Db> {
-        Db::open_on(dir.as_ref(), options, storage)
+        Db::open_on(dir.as_ref(), options, Files::pages_only(storage))
+    }
+
+    /// Opens a database whose page file is `pages` and whose two log files are `logs` (for
+    /// instance [`SimulatedStorage`](crate::testing::SimulatedStorage)s of one crash
+    /// simulator); `dir` only holds the lock file. Feature `testing`.
+    #[cfg(feature = "testing")]
+    pub fn open_with_files(
+        dir: impl AsRef<Path>,
+        options: Options,
+        pages: Arc<dyn Storage>,
+        logs: [Arc<dyn Storage>; 2],
+    ) -> Result<Db> {
+        Db::open_on(dir.as_ref(), options, Files { pages, logs })
     }
 }
 
@@ -152,97 +182,50 @@ impl<P: Policy> Db<P> {
         options: Options,
         storage: Arc<dyn Storage>,
     ) -> Result<Db<P>> {
-        Self::open_on(dir.as_ref(), options, storage)
+        Self::open_on(dir.as_ref(), options, Files::pages_only(storage))
     }
 
     /// Opens the database in `dir`, its pages in the page file there.
     fn open_in(dir: &Path, options: Options) -> Result<Db<P>> {
         let lock = lock_directory(dir)?;
-        let storage = FileStorage::open(&dir.join(PAGE_FILE), options.direct_io)
-            .map_err(|e| Error::io("opening the page file", e))?;
-        Self::open_locked(dir, lock, options, Arc::new(storage))
-    }
-
-    /// Opens the database whose pages live in `storage`, locking `dir`.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    fn open_on(dir: &Path, options: Options, storage: Arc<dyn Storage>) -> Result<Db<P>> {
-        let lock = lock_directory(dir)?;
-        Self::open_locked(dir, lock, options, storage)
-    }
-
-    fn open_locked(
-        dir: &Path,
-        lock: File,
-        options: Options,
-        storage: Arc<dyn Storage>,
-    ) -> Result<Db<P>> {
-        let page_file = dir.join(PAGE_FILE);
-        let is_new = storage
+        let open = |name: &str, what: &'static str| {
+            FileStorage::open(&dir.join(name), options.direct_io)
+                .map(|file| Arc::new(file) as Arc<dyn Storage>)
+                .map_err(|e| Error::io(what, e))
+        };
+        let pages = open(PAGE_FILE, "opening the page file")?;
+        let new = pages
             .is_empty()
             .map_err(|e| Error::io("reading the page file size", e))?;
-        if !P::EVICTS && !is_new {
-            return Err(Error::InvalidOptions(format!(
-                "the {} policy keeps every page in memory and only creates new databases",
-                P::NAME
-            )));
+        if new {
+            // Log files without a page file belong to no database this one could continue.
+            for name in LOG_FILES {
+                match std::fs::remove_file(dir.join(name)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io("removing a stale log file", e));
+                    }
+                    _ => {}
+                }
+            }
         }
-        let kinds = btree::page_kinds();
-        let (bm, catalog) = if is_new {
-            let mut config = options.validate(options.page_size)?;
-            if P::POOL_IN_FILE {
-                config.pool_file = Some(dir.join(POOL_FILE));
-            }
-            let bm = BufferManager::new(storage, &config, &kinds, 1, Vec::new())?;
-            let catalog = BTree::create(&bm).inspect_err(|_| bm.stop_threads())?;
-            (bm, catalog)
-        } else {
-            let superblock = read_superblock(storage.as_ref(), &page_file)?;
-            if superblock.open && !options.open_after_crash {
-                return Err(Error::NotClosedCleanly {
-                    path: dir.to_path_buf(),
-                });
-            }
-            let page_size = superblock.page_size as usize;
-            let length = storage
-                .len()
-                .map_err(|e| Error::io("reading the page file size", e))?;
-            // The superblock's check bounds the product.
-            if length < superblock.page_count * page_size as u64 {
-                return Err(Error::corruption(
-                    0,
-                    format!(
-                        "page file has {length} bytes, the superblock records {} pages of {page_size}",
-                        superblock.page_count
-                    ),
-                ));
-            }
-            let config = options.validate(page_size)?;
-            let free = crate::buffer::load_free_list(
-                storage.as_ref(),
-                page_size,
-                superblock.free_list_head,
-                superblock.free_list_len,
-                superblock.page_count,
-            )?;
-            let bm = BufferManager::new(storage, &config, &kinds, superblock.page_count, free)?;
-            let catalog =
-                BTree::open(&bm, superblock.catalog_root).inspect_err(|_| bm.stop_threads())?;
-            (bm, catalog)
-        };
-        let page_size = bm.page_size();
-        let shared = Arc::new(DbShared {
-            path: dir.to_path_buf(),
-            bm,
-            catalog: Arc::new(catalog),
-            trees: Mutex::new(HashMap::new()),
-            lock: Mutex::new(Some(lock)),
-            max_key_size: btree::node::max_key_size(page_size),
-            max_value_size: btree::node::max_value_size(page_size),
-        });
-        // Marks the file open (and, when new, writes it whole): a crash from here on is seen
-        // at the next open.
-        shared.flush().inspect_err(|_| shared.bm.stop_threads())?;
-        Ok(Db { shared })
+        let logs = [
+            open(LOG_FILES[0], "opening the log")?,
+            open(LOG_FILES[1], "opening the log")?,
+        ];
+        Self::open_locked(dir, lock, options, Files { pages, logs })
+    }
+
+    /// Opens the database whose files live in `files`, locking `dir`.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    fn open_on(dir: &Path, options: Options, files: Files) -> Result<Db<P>> {
+        let lock = lock_directory(dir)?;
+        Self::open_locked(dir, lock, options, files)
+    }
+
+    fn open_locked(dir: &Path, lock: File, options: Options, files: Files) -> Result<Db<P>> {
+        Ok(Db {
+            shared: open::open(dir, lock, options, files)?,
+        })
     }
 
     /// Opens the tree `name`, creating it if missing. Handles are cheap to clone and may be
@@ -255,38 +238,19 @@ impl<P: Policy> Db<P> {
                 max: shared.max_key_size,
             });
         }
-        let mut trees = shared.trees.lock();
-        if let Some(tree) = trees.get(name) {
-            if !tree.has_handles() {
-                tree.attach()?;
-            }
-            return Ok(Tree::new(shared.clone(), tree.clone(), name.into()));
-        }
-        let mut root = Vec::new();
-        let tree = if shared.catalog.lookup(name.as_bytes(), &mut root)? {
-            let corrupt = |reason: String| Error::corruption(shared.catalog.root_page_id(), reason);
-            let root = <[u8; 8]>::try_from(root.as_slice())
-                .map(u64::from_le_bytes)
-                .map_err(|_| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
-            // Two trees on one root would be two copies of one page in the pool.
-            if root == shared.catalog.root_page_id()
-                || trees.values().any(|tree| tree.root_page_id() == root)
-            {
-                return Err(corrupt(format!(
-                    "tree {name:?} has the root page {root} of another tree"
-                )));
-            }
-            BTree::open(&shared.bm, root)?
-        } else {
-            let tree = BTree::create(&shared.bm)?;
-            shared
-                .catalog
-                .insert(name.as_bytes(), &tree.root_page_id().to_le_bytes())?;
-            tree
-        };
-        let tree = Arc::new(tree);
-        trees.insert(name.to_string(), tree.clone());
+        let tree = open_named_tree(shared, name)?;
         Ok(Tree::new(shared.clone(), tree, name.into()))
+    }
+
+    /// Applies `batch` atomically (see [`WriteBatch`]), durable as the database's
+    /// [`Options::durability`] says.
+    pub fn write(&self, batch: WriteBatch<P>) -> Result<()> {
+        crate::batch::write(&self.shared, batch, self.shared.durability)
+    }
+
+    /// Applies `batch` atomically, durable as `durability` says.
+    pub fn write_with(&self, batch: WriteBatch<P>, durability: Durability) -> Result<()> {
+        crate::batch::write(&self.shared, batch, durability)
     }
 
     /// Names of all trees, in byte order.
@@ -309,6 +273,7 @@ impl<P: Policy> Db<P> {
         let bm = &self.shared.bm;
         let counters = bm.counters();
         let count = |counter: Counter| counters[counter as usize];
+        let log = bm.log().map(|log| log.counters()).unwrap_or_default();
         Stats {
             page_reads: count(Counter::PageReads),
             page_writes: count(Counter::PageWrites),
@@ -326,6 +291,9 @@ impl<P: Policy> Db<P> {
             pool_frames: bm.frame_count() as usize,
             frames_in_use: bm.frames_in_use(),
             page_count: bm.page_allocation().0,
+            log_bytes_written: log.bytes,
+            log_syncs: log.syncs,
+            recovery: self.shared.recovery,
         }
     }
 
@@ -408,6 +376,68 @@ impl<P: Policy> Drop for Db<P> {
     }
 }
 
+/// The tree `name`, opened (its root hot) or created, and registered as open.
+pub(crate) fn open_named_tree<P: Policy>(
+    shared: &Arc<DbShared<P>>,
+    name: &str,
+) -> Result<Arc<BTree<P>>> {
+    let mut trees = shared.trees.lock();
+    if let Some(tree) = trees.get(name) {
+        if !tree.has_handles() {
+            tree.attach()?;
+        }
+        return Ok(tree.clone());
+    }
+    let mut root = Vec::new();
+    let tree = if shared.catalog.lookup(name.as_bytes(), &mut root)? {
+        let corrupt = |reason: String| Error::corruption(shared.catalog.root_page_id(), reason);
+        let root = <[u8; 8]>::try_from(root.as_slice())
+            .map(u64::from_le_bytes)
+            .map_err(|_| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
+        // Two trees on one root would be two copies of one page in the pool.
+        if root == shared.catalog.root_page_id()
+            || trees.values().any(|tree| tree.root_page_id() == root)
+        {
+            return Err(corrupt(format!(
+                "tree {name:?} has the root page {root} of another tree"
+            )));
+        }
+        BTree::open(&shared.bm, root)?
+    } else {
+        shared.admit();
+        let tree = BTree::create(&shared.bm)?;
+        let written =
+            shared
+                .catalog
+                .insert(name.as_bytes(), &tree.root_page_id().to_le_bytes(), 0)?;
+        shared.commit_durability(written.lsn, shared.durability)?;
+        tree
+    };
+    let tree = Arc::new(tree);
+    trees.insert(name.to_string(), tree.clone());
+    Ok(tree)
+}
+
+/// Every catalog entry: tree names (lossily as text) and root page ids.
+pub(crate) fn catalog_entries<P: Policy>(shared: &Arc<DbShared<P>>) -> Result<Vec<(String, u64)>> {
+    let catalog = Tree::new(shared.clone(), shared.catalog.clone(), CATALOG_NAME.into());
+    let mut entries = Vec::new();
+    for item in catalog.iter() {
+        let (name, root) = item?;
+        let name = String::from_utf8_lossy(&name).into_owned();
+        let root = <[u8; 8]>::try_from(root.as_slice())
+            .map(u64::from_le_bytes)
+            .map_err(|_| {
+                Error::corruption(
+                    shared.catalog.root_page_id(),
+                    format!("catalog entry of tree {name:?} is not a page id"),
+                )
+            })?;
+        entries.push((name, root));
+    }
+    Ok(entries)
+}
+
 /// Creates `dir` if missing and takes its lock file, or reports who holds it.
 fn lock_directory(dir: &Path) -> Result<File> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("creating the database directory", e))?;
@@ -425,28 +455,4 @@ fn lock_directory(dir: &Path) -> Result<File> {
         }),
         Err(std::fs::TryLockError::Error(e)) => Err(Error::io("locking the database", e)),
     }
-}
-
-fn read_superblock(storage: &dyn Storage, page_file: &Path) -> Result<Superblock> {
-    let mut bytes = AlignedBuf::new(SUPERBLOCK_SIZE);
-    if storage
-        .len()
-        .map_err(|e| Error::io("reading the page file size", e))?
-        < SUPERBLOCK_SIZE as u64
-    {
-        return Err(Error::NotADatabase {
-            path: page_file.to_path_buf(),
-            reason: "file shorter than a superblock".into(),
-        });
-    }
-    storage
-        .read_at(&mut bytes, 0)
-        .map_err(|e| Error::io("reading the superblock", e))?;
-    Superblock::decode(&bytes).map_err(|error| match error {
-        SuperblockError::Foreign(reason) => Error::NotADatabase {
-            path: page_file.to_path_buf(),
-            reason,
-        },
-        SuperblockError::Damaged(reason) => Error::corruption(0, reason),
-    })
 }

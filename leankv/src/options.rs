@@ -4,9 +4,11 @@
 //! Invariant: options that pass the check can work on this machine (page size, pool frames,
 //! prefaulted memory); everything else is `Error::InvalidOptions` naming the option.
 
+use crate::batch::Durability;
 use crate::btree::node::{max_key_size, max_value_size};
 use crate::buffer::{BufferConfig, FRAME_HEADER_AREA};
 use crate::error::{Error, Result};
+use std::time::Duration;
 
 /// Default page size: 16 KiB, as in the LeanStore paper. Large enough for keys of 1 KiB and
 /// values of 4 KiB with room for several per leaf, small enough that a random read of one
@@ -42,6 +44,10 @@ pub struct Options {
     background_writer: bool,
     scan_prefetch: usize,
     pub(crate) open_after_crash: bool,
+    pub(crate) write_ahead_log: bool,
+    pub(crate) durability: Durability,
+    pub(crate) eventual_delay: Duration,
+    pub(crate) checkpoint_bytes: u64,
 }
 
 impl Default for Options {
@@ -55,6 +61,10 @@ impl Default for Options {
             background_writer: true,
             scan_prefetch: DEFAULT_SCAN_PREFETCH,
             open_after_crash: false,
+            write_ahead_log: true,
+            durability: Durability::Eventual,
+            eventual_delay: Duration::from_millis(10),
+            checkpoint_bytes: 64 << 20,
         }
     }
 }
@@ -121,6 +131,40 @@ impl Options {
         self
     }
 
+    /// Keep a write-ahead log (default on). With it every committed change survives a crash
+    /// as [`durability`](Self::durability) promises, and a crash is recovered at the next
+    /// open. Off, nothing is logged: the engine is the paper's logging-free one (for
+    /// benchmarks), a crash may lose every change since the last [`Db::flush`](crate::Db::flush),
+    /// and the next open refuses the file with [`Error::NotClosedCleanly`].
+    pub fn write_ahead_log(mut self, on: bool) -> Self {
+        self.write_ahead_log = on;
+        self
+    }
+
+    /// When a commit ([`Tree::insert`](crate::Tree::insert), [`Db::write`](crate::Db::write)
+    /// and the like) is durable, unless [`Db::write_with`](crate::Db::write_with) says
+    /// otherwise (default [`Durability::Eventual`]). See [`Durability`].
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// How long an [`Eventual`](Durability::Eventual) commit may wait for its sync (default
+    /// 10 ms): a crash loses at most about this much of the latest commits. At most 10 s.
+    pub fn eventual_sync_delay(mut self, delay: Duration) -> Self {
+        self.eventual_delay = delay;
+        self
+    }
+
+    /// Log bytes between checkpoints (default 64 MiB). A checkpoint writes the pages changed
+    /// since the last one, in the background; recovery replays at most about this much log,
+    /// and the log files take at most about twice this much disk (writers wait when
+    /// checkpoints fall far behind). At least 1 MiB.
+    pub fn checkpoint_every(mut self, log_bytes: u64) -> Self {
+        self.checkpoint_bytes = log_bytes;
+        self
+    }
+
     /// Frames the pool will have with the configured page size.
     pub fn frames(&self) -> usize {
         self.pool_size / (FRAME_HEADER_AREA + self.page_size)
@@ -129,6 +173,18 @@ impl Options {
     /// Checks that these options can work for pages of `page_size` bytes (the new database's,
     /// or the one an existing database was created with) and derives the pool's set-up.
     pub(crate) fn validate(&self, page_size: usize) -> Result<BufferConfig> {
+        if self.eventual_delay > Duration::from_secs(10) {
+            return Err(Error::InvalidOptions(format!(
+                "eventual sync delay {:?} is above 10 s",
+                self.eventual_delay
+            )));
+        }
+        if self.checkpoint_bytes < 1 << 20 {
+            return Err(Error::InvalidOptions(format!(
+                "checkpoint interval of {} log bytes is below 1 MiB",
+                self.checkpoint_bytes
+            )));
+        }
         if !crate::io::page::valid_page_size(self.page_size) {
             return Err(Error::InvalidOptions(format!(
                 "page size {} is not a power of two between 4096 and 65536",

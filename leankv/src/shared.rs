@@ -3,16 +3,24 @@
 //! writing the superblock), and the counted handle through which `Tree` and `Range` use one
 //! tree. `Db`, `Tree` and `Range` hold them; none depends on another for them.
 //!
+//! With the write-ahead log, `flush` is a checkpoint: it begins with a checkpoint record,
+//! writes every dirty page (each only once the log holding its changes is durable), syncs, and
+//! then writes the superblock naming the checkpoint record, where the next recovery starts.
+//! A background thread ([`crate::checkpoint`]) runs checkpoints as the log grows.
+//!
 //! Invariant: the superblock is written after the pages it describes (the free list included)
-//! and synced with them; it never counts more pages than the file holds.
+//! and synced with them; it never counts more pages than the file holds; it names a checkpoint
+//! only once every page dirty at the checkpoint's start is written and synced.
 
+use crate::batch::Durability;
 use crate::btree::BTree;
 use crate::buffer::policy::Policy;
 use crate::buffer::BufferManager;
 use crate::error::{Error, Result};
-use crate::io::superblock::Superblock;
+use crate::io::superblock::{CheckpointRef, Superblock};
 use crate::io::AlignedBuf;
-use parking_lot::Mutex;
+use crate::wal::LogPosition;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
@@ -28,6 +36,21 @@ pub(crate) struct DbShared<P: Policy> {
     pub(crate) lock: Mutex<Option<File>>,
     pub(crate) max_key_size: usize,
     pub(crate) max_value_size: usize,
+    /// The default durability of commits.
+    pub(crate) durability: Durability,
+    /// Held shared by a batch from its first change to its commit record, exclusively while
+    /// a checkpoint begins (see `crate::batch`).
+    pub(crate) batch_gate: RwLock<()>,
+    /// One checkpoint at a time; holds the last completed one.
+    pub(crate) last_checkpoint: Mutex<Option<LogPosition>>,
+    /// The log generation of this life of the database.
+    pub(crate) generation: u32,
+    /// Without a log: the log end recorded in the superblock, kept for a later open with one.
+    pub(crate) log_end: u64,
+    /// What the recovery at open did.
+    pub(crate) recovery: crate::db::RecoveryStats,
+    /// The checkpoint thread (with the log, until close).
+    pub(crate) checkpointer: Mutex<Option<crate::checkpoint::Checkpointer>>,
 }
 
 impl<P: Policy> DbShared<P> {
@@ -44,18 +67,67 @@ impl<P: Policy> DbShared<P> {
     }
 
     /// Writes every dirty page, then the superblock (still marked open: eviction may write
-    /// pages again before the close), and syncs.
+    /// pages again before the close), and syncs. With the log, a checkpoint.
     pub(crate) fn flush(&self) -> Result<()> {
+        if self.bm.log().is_some() {
+            return self.checkpoint(true);
+        }
         self.bm.flush()?;
-        self.write_superblock(true)
+        self.write_superblock(true, None)
     }
 
-    /// Writes and syncs the superblock, with the open mark `open`.
-    fn write_superblock(&self, open: bool) -> Result<()> {
+    /// Runs a checkpoint (see the module notes); `open` is the superblock's open mark.
+    pub(crate) fn checkpoint(&self, open: bool) -> Result<()> {
+        let log = self.bm.log().expect("checkpoints need the log");
+        let mut last = self.last_checkpoint.lock();
+        let position = {
+            let _no_batch_in_flight = self.batch_gate.write();
+            self.bm.begin_checkpoint(log)
+        };
+        self.bm.flush()?;
+        // The record the superblock will name must be durable first.
+        log.wait_durable(log.end())?;
+        self.write_superblock(open, Some(position))?;
+        log.checkpoint_completed(position);
+        *last = Some(position);
+        Ok(())
+    }
+
+    /// Waits, before a write latches anything, while checkpoints lag far behind the log.
+    pub(crate) fn admit(&self) {
+        if let Some(log) = self.bm.log() {
+            log.admit();
+        }
+    }
+
+    /// Makes the commit whose log record ends at `lsn` as durable as `durability` says.
+    pub(crate) fn commit_durability(&self, lsn: u64, durability: Durability) -> Result<()> {
+        let Some(log) = self.bm.log() else {
+            return Ok(());
+        };
+        match durability {
+            Durability::Immediate => log.wait_durable(lsn),
+            Durability::Eventual => {
+                log.sync_eventually();
+                Ok(())
+            }
+            Durability::None => Ok(()),
+        }
+    }
+
+    /// Writes and syncs the superblock, with the open mark `open`, naming `checkpoint`. The
+    /// free-page list goes to disk only when no checkpoint is named (without a log, or at a
+    /// clean close); with one, the checkpoint record holds it.
+    fn write_superblock(&self, open: bool, checkpoint: Option<LogPosition>) -> Result<()> {
         let storage = self.bm.storage().as_ref();
         let page_size = self.bm.page_size();
         let (page_count, free) = self.bm.page_allocation();
-        let free_list_head = crate::buffer::save_free_list(storage, page_size, &free)?;
+        let (free_list_head, free_list_len) = if checkpoint.is_none() {
+            let head = crate::buffer::save_free_list(storage, page_size, &free)?;
+            (head, free.len() as u64)
+        } else {
+            (0, 0)
+        };
         // Pages allocated and freed before ever being written lie beyond the end of the file;
         // the superblock counts them, so the file must hold them (a shorter file is truncated).
         storage
@@ -67,8 +139,15 @@ impl<P: Policy> DbShared<P> {
             catalog_root: self.catalog.root_page_id(),
             page_count,
             free_list_head,
-            free_list_len: free.len() as u64,
+            free_list_len,
             open,
+            checkpoint: checkpoint.map(|position| CheckpointRef {
+                file: position.file as u8,
+                offset: position.offset,
+                lsn: position.lsn,
+            }),
+            generation: self.generation,
+            log_end: self.bm.log().map_or(self.log_end, |log| log.end()),
         }
         .encode(&mut page);
         storage
@@ -82,9 +161,17 @@ impl<P: Policy> DbShared<P> {
         if lock.is_none() {
             return Ok(());
         }
+        // Dropped outside the mutex: the thread may be in a checkpoint that takes it.
+        let checkpointer = self.checkpointer.lock().take();
+        drop(checkpointer);
         self.bm.shut_down()?;
         // Only now is the file complete: no eviction can write a page any more.
-        self.write_superblock(false)?;
+        // A clean close leaves a page file that needs no log: complete, with its free list,
+        // and the log's end (where the next life's log starts).
+        if let Some(log) = self.bm.log() {
+            log.shut_down()?;
+        }
+        self.write_superblock(false, None)?;
         *lock = None;
         Ok(())
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// Keys and values are byte strings; the empty key and the empty value are valid. Keys are
 /// ordered bytewise. See [`Db`](crate::Db) for an example.
 pub struct Tree<P: Policy = Lean> {
-    handle: TreeHandle<P>,
+    pub(crate) handle: TreeHandle<P>,
 }
 
 impl<P: Policy> Clone for Tree<P> {
@@ -51,11 +51,21 @@ impl<P: Policy> Tree<P> {
         }
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<()> {
+    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
         if key.len() > self.handle.db.max_key_size {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
                 max: self.handle.db.max_key_size,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.handle.db.max_value_size {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: self.handle.db.max_value_size,
             });
         }
         Ok(())
@@ -88,13 +98,11 @@ impl<P: Policy> Tree<P> {
     pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.check_key(key)?;
-        if value.len() > self.handle.db.max_value_size {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: self.handle.db.max_value_size,
-            });
-        }
-        self.handle.tree.insert(key, value)
+        self.check_value(value)?;
+        let db = &self.handle.db;
+        db.admit();
+        let written = self.handle.tree.insert(key, value, 0)?;
+        db.commit_durability(written.lsn, db.durability)
     }
 
     /// The value of `key`, if present. (A key longer than the limit cannot be present, so
@@ -177,10 +185,18 @@ impl<P: Policy> Tree<P> {
         if !self.may_exist(key) {
             return Ok(None);
         }
+        let db = &self.handle.db;
+        db.admit();
         let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
         let result = self.handle.tree.update(key, &mut buffer, modify);
         LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
-        result
+        match result? {
+            None => Ok(None),
+            Some((result, lsn)) => {
+                db.commit_durability(lsn, db.durability)?;
+                Ok(Some(result))
+            }
+        }
     }
 
     /// Removes `key`; returns whether it was present.
@@ -189,7 +205,15 @@ impl<P: Policy> Tree<P> {
         if !self.may_exist(key) {
             return Ok(false);
         }
-        self.handle.tree.remove(key)
+        let db = &self.handle.db;
+        db.admit();
+        match self.handle.tree.remove(key, 0)? {
+            None => Ok(false),
+            Some(written) => {
+                db.commit_durability(written.lsn, db.durability)?;
+                Ok(true)
+            }
+        }
     }
 
     /// The pairs whose keys lie in `range`, in ascending key order.

@@ -382,7 +382,13 @@ fn the_engine_reopens_on_what_a_closed_database_left_behind() {
 
 #[test]
 fn the_engine_sees_the_crash_as_errors_and_reopens_as_of_its_last_sync() {
-    let options = || Options::default().page_size(4096).pool_size(32 * 4096);
+    // The log-free mode: `crash_recovery.rs` tests the crashes the log recovers.
+    let options = || {
+        Options::default()
+            .page_size(4096)
+            .pool_size(32 * 4096)
+            .write_ahead_log(false)
+    };
     let dir = tempfile::tempdir().unwrap();
     let sim = CrashSimulator::new();
     let db = Db::open_with_storage(dir.path(), options(), sim.storage("pages")).unwrap();

@@ -9,37 +9,64 @@
 
 use super::*;
 
+/// How one attempt at an insert ended.
+enum Step {
+    Done(Written),
+    /// The leaf in this frame has no room: split it and try again.
+    Full(FrameId),
+}
+
+/// The before-image a batch's change records (a single operation records none).
+pub(super) fn before_of(batch: u64, before: &Option<Vec<u8>>) -> BeforeRef<'_> {
+    match (batch, before) {
+        (0, _) => BeforeRef::Unrecorded,
+        (_, None) => BeforeRef::Absent,
+        (_, Some(value)) => BeforeRef::Value(value),
+    }
+}
+
 impl<P: Policy> BTree<P> {
-    /// Inserts or overwrites.
-    pub(crate) fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    /// Inserts or overwrites, as part of `batch` (0: on its own).
+    pub(crate) fn insert(&self, key: &[u8], value: &[u8], batch: u64) -> Result<Written> {
         let page_size = self.bm.page_size();
         let incoming = Incoming {
             key,
             size: entry_size(true, key.len(), value.len()),
         };
         loop {
-            let full_leaf = self.bm.run(|mode| {
+            let step = self.bm.run(|mode| {
                 let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
                 let leaf = self.node(frame);
                 let (index, found) = leaf.lower_bound(key);
-                if found && leaf.value(index).len() == value.len() {
-                    NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
-                } else if split::has_room(&leaf, incoming) {
-                    let mut leaf = NodeMut::new(self.bm.page_mut(frame, &mut guard));
-                    if found {
-                        leaf.remove_at(index);
-                    }
-                    leaf.insert_at(index, key, value);
+                let same_size = found && leaf.value(index).len() == value.len();
+                if !same_size && !split::has_room(&leaf, incoming) {
+                    return Ok(Step::Full(frame));
+                }
+                let before_value = (batch != 0 && found).then(|| leaf.value(index).to_vec());
+                let mut page = NodeMut::new(self.bm.page_mut(frame, &mut guard));
+                if same_size {
+                    page.overwrite_value(index, value);
                 } else {
-                    return Ok(Some(frame));
+                    if found {
+                        page.remove_at(index);
+                    }
+                    page.insert_at(index, key, value);
                 }
                 self.bm.frame(frame).set_dirty(true);
                 debug_assert!(self.node(frame).used_space() <= page_size);
-                Ok(None)
+                let before = before_of(batch, &before_value);
+                let op = LeafOp::Put { key, value };
+                let lsn = self
+                    .bm
+                    .log_leaf(frame, &mut guard, self.root_page_id, batch, op, before);
+                Ok(Step::Done(Written {
+                    lsn,
+                    before: before_value,
+                }))
             })?;
-            match full_leaf {
-                None => return Ok(()),
-                Some(frame) => self.bm.run(|mode| self.split(frame, key, incoming, mode))?,
+            match step {
+                Step::Done(written) => return Ok(written),
+                Step::Full(frame) => self.bm.run(|mode| self.split(frame, key, incoming, mode))?,
             }
         }
     }
@@ -47,13 +74,14 @@ impl<P: Policy> BTree<P> {
     /// Rewrites the value of `key` in place with `modify`, which sees a copy of the current
     /// value and may change its bytes but not its length. Runs at most once, under the leaf's
     /// exclusive latch, so updates of one key are atomic with respect to each other. Returns
-    /// `None` (without calling `modify`) if the key is absent.
+    /// `None` (without calling `modify`) if the key is absent, else `modify`'s result and the
+    /// end LSN of the change's log record.
     pub(crate) fn update<R>(
         &self,
         key: &[u8],
         value: &mut Vec<u8>,
         modify: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<Option<R>> {
+    ) -> Result<Option<(R, u64)>> {
         let mut modify = Some(modify);
         self.bm.run(|mode| {
             let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
@@ -70,7 +98,16 @@ impl<P: Policy> BTree<P> {
             let result = modify(value);
             NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
             self.bm.frame(frame).set_dirty(true);
-            Ok(Some(result))
+            let op = LeafOp::Put { key, value };
+            let lsn = self.bm.log_leaf(
+                frame,
+                &mut guard,
+                self.root_page_id,
+                0,
+                op,
+                BeforeRef::Unrecorded,
+            );
+            Ok(Some((result, lsn)))
         })
     }
 
@@ -130,6 +167,14 @@ impl<P: Policy> BTree<P> {
             .insert_at(index, &separator, &left_word);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(target).set_dirty(true);
+        self.bm.log_structure(
+            &mut [
+                (left, &mut left_guard),
+                (target, &mut guard),
+                (parent, &mut parent_guard),
+            ],
+            &[],
+        );
         // Progress: no entry lost or duplicated, and the incoming entry has room on its side
         // (the half it shares a page with is strictly smaller than the node was).
         debug_assert_eq!(
@@ -203,7 +248,11 @@ impl<P: Policy> BTree<P> {
 
     /// Splits the root in place so that `incoming` fits: its entries move into two new
     /// children and the root becomes an inner node one level up, keeping its page id.
-    fn split_root(&self, mut guard: ExclusiveGuard<'_>, incoming: Incoming<'_>) -> Attempt<()> {
+    fn split_root<'a>(
+        &'a self,
+        mut guard: ExclusiveGuard<'a>,
+        incoming: Incoming<'_>,
+    ) -> Attempt<()> {
         let root = self.root();
         let node = self.node(root);
         if node.level() >= node::MAX_LEVEL {
@@ -238,6 +287,14 @@ impl<P: Policy> BTree<P> {
             std::iter::once((&separator[..], &left_word[..])),
         );
         self.bm.frame(root).set_dirty(true);
+        self.bm.log_structure(
+            &mut [
+                (left, &mut left_guard),
+                (right, &mut right_guard),
+                (root, &mut guard),
+            ],
+            &[],
+        );
         debug_assert!(self.room_after_split(left, right, &separator, incoming));
         Ok(())
     }

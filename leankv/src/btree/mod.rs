@@ -27,6 +27,7 @@ pub(crate) mod check;
 mod descend;
 mod insert;
 pub(crate) mod node;
+pub(crate) mod redo;
 mod remove;
 mod scan;
 mod split;
@@ -41,10 +42,19 @@ use crate::buffer::{
 use crate::error::{Error, Result};
 use crate::io::page::PageType;
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
+use crate::wal::{BeforeRef, LeafOp};
 use node::{entry_size, Bound, Node, NodeMut};
 use split::{Incoming, Separator, SplitPlan};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// What a write did: the end LSN of its log record (0 without a log) and, in a batch, the
+/// value it replaced (`None`: the key was absent; always `None` outside batches).
+#[derive(Debug)]
+pub(crate) struct Written {
+    pub(crate) lsn: u64,
+    pub(crate) before: Option<Vec<u8>>,
+}
 
 /// Deepest tree a descent follows (a corrupt level field cannot loop forever).
 const MAX_DEPTH: usize = 32;
@@ -67,6 +77,7 @@ impl<P: Policy> BTree<P> {
         let (root, root_page_id) = bm.run(|_| {
             let (frame, mut guard) = bm.allocate_page(PageType::BTreeLeaf, None)?;
             NodeMut::new(bm.page_mut(frame, &mut guard)).init(0, None, None);
+            bm.log_new_tree(frame, &mut guard);
             Ok((frame, bm.frame(frame).page_id()))
         })?;
         Ok(BTree {

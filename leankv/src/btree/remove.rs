@@ -10,9 +10,10 @@ use super::*;
 
 /// What removing a key from its leaf asks the caller to do next.
 enum Removal {
-    Done(bool),
-    /// The key was removed and the leaf in this frame has become underfull: merge it.
-    Merge(FrameId),
+    Absent,
+    Done(Written),
+    /// Removed, and the leaf in this frame has become underfull: merge it.
+    Merge(Written, FrameId),
 }
 
 /// Leaves at most this full (in bytes used) after a removal are merged with a sibling.
@@ -21,32 +22,48 @@ fn underfull(node: &Node<'_>, page_size: usize) -> bool {
 }
 
 impl<P: Policy> BTree<P> {
-    /// Removes `key`; returns whether it existed.
-    pub(crate) fn remove(&self, key: &[u8]) -> Result<bool> {
+    /// Removes `key` as part of `batch` (0: on its own); `None` if it was absent.
+    pub(crate) fn remove(&self, key: &[u8], batch: u64) -> Result<Option<Written>> {
         let page_size = self.bm.page_size();
         let step = self.bm.run(|mode| {
             let exists =
                 self.read_leaf(key, Bound::AtLeast, mode, |leaf| leaf.lower_bound(key).1)?;
             if !exists {
-                return Ok(Removal::Done(false));
+                return Ok(Removal::Absent);
             }
             let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
-            let (index, found) = self.node(frame).lower_bound(key);
+            let leaf = self.node(frame);
+            let (index, found) = leaf.lower_bound(key);
             if !found {
-                return Ok(Removal::Done(false));
+                return Ok(Removal::Absent);
             }
+            let before_value = (batch != 0).then(|| leaf.value(index).to_vec());
             NodeMut::new(self.bm.page_mut(frame, &mut guard)).remove_at(index);
             self.bm.frame(frame).set_dirty(true);
+            let before = insert::before_of(batch, &before_value);
+            let lsn = self.bm.log_leaf(
+                frame,
+                &mut guard,
+                self.root_page_id,
+                batch,
+                LeafOp::Remove { key },
+                before,
+            );
+            let written = Written {
+                lsn,
+                before: before_value,
+            };
             if frame != self.root() && underfull(&self.node(frame), page_size) {
-                return Ok(Removal::Merge(frame));
+                return Ok(Removal::Merge(written, frame));
             }
-            Ok(Removal::Done(true))
+            Ok(Removal::Done(written))
         })?;
         match step {
-            Removal::Done(existed) => Ok(existed),
-            Removal::Merge(frame) => {
+            Removal::Absent => Ok(None),
+            Removal::Done(written) => Ok(Some(written)),
+            Removal::Merge(written, frame) => {
                 self.merge_upwards(frame, key)?;
-                Ok(true)
+                Ok(Some(written))
             }
         }
     }
@@ -161,6 +178,10 @@ impl<P: Policy> BTree<P> {
         NodeMut::new(self.bm.page_mut(parent, &mut parent_guard)).remove_at(left_index);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(right).set_dirty(true);
+        self.bm.log_structure(
+            &mut [(right, &mut right_guard), (parent, &mut parent_guard)],
+            &[left],
+        );
         self.bm.delete_page(left, left_guard);
         let parent_node = self.node(parent);
         let parent_underfull = if parent == self.root() {
@@ -197,6 +218,8 @@ impl<P: Policy> BTree<P> {
         );
         self.adopt_children(self.root());
         self.bm.frame(self.root()).set_dirty(true);
+        self.bm
+            .log_structure(&mut [(self.root(), &mut guard)], &[child]);
         self.bm.delete_page(child, child_guard);
         Ok(())
     }

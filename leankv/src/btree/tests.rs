@@ -22,6 +22,7 @@ fn tree_with_small_pool<P: Policy>() -> BTree<P> {
         &page_kinds(),
         1,
         Vec::new(),
+        None,
     )
     .unwrap();
     BTree::create(&bm).unwrap()
@@ -50,7 +51,7 @@ fn pessimistic_descents<P: Policy>() {
     let tree = tree_with_small_pool::<P>();
     let count = 20_000;
     for n in 0..count {
-        tree.insert(&key(n), &n.to_le_bytes()).unwrap();
+        tree.insert(&key(n), &n.to_le_bytes(), 0).unwrap();
     }
     // Lookups under shared-latch coupling, bringing evicted pages back in along the way.
     for n in 0..count {

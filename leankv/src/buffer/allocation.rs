@@ -71,7 +71,7 @@ impl<P: Policy> BufferManager<P> {
         header.set_dirty(false);
         header.set_parent(None);
         drop(guard);
-        self.page_ids.lock().free(page_id);
+        self.page_ids.lock().free_deleted(page_id);
         self.epochs.retire(frame);
     }
 

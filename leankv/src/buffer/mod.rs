@@ -35,6 +35,7 @@ mod epoch;
 mod eviction;
 mod fault_in;
 mod frame;
+mod logging;
 mod lru;
 mod page;
 mod page_ids;
@@ -144,6 +145,8 @@ pub(crate) struct BufferManager<P: Policy> {
     lru: Mutex<LruList>,
     /// Page ids in access order (only for tracing policies).
     trace: Mutex<Vec<u64>>,
+    /// The write-ahead log (`None`: the log-free mode).
+    log: Option<Arc<crate::wal::Log>>,
     policy: PhantomData<P>,
 }
 
@@ -156,6 +159,7 @@ impl<P: Policy> BufferManager<P> {
         kinds: &[PageKind],
         page_count: u64,
         free_pages: Vec<u64>,
+        log: Option<Arc<crate::wal::Log>>,
     ) -> Result<Arc<BufferManager<P>>> {
         let pool = Pool::new(
             config.frames,
@@ -187,7 +191,7 @@ impl<P: Policy> BufferManager<P> {
             cooling_refill: Mutex::new(()),
             free_frames: Mutex::new(Vec::new()),
             fresh: AtomicU32::new(0),
-            page_ids: Mutex::new(PageIds::new(page_count, free_pages)),
+            page_ids: Mutex::new(PageIds::new(page_count, free_pages, log.is_some())),
             kinds: kinds_by_type,
             cooling_target,
             writes_finished: Event::default(),
@@ -213,6 +217,7 @@ impl<P: Policy> BufferManager<P> {
                 config.frames
             })),
             trace: Mutex::new(Vec::new()),
+            log,
             policy: PhantomData,
         });
         if config.background_writer && P::EVICTS {

@@ -5,6 +5,11 @@
 //! holds the id of the next chain page and as many free page ids as fit. The chain's first page
 //! and total length are in the superblock.
 //!
+//! With a write-ahead log, the log describes allocation: an id is freed in the same record that
+//! stops referencing it (`free_logged`), and a page allocated but not yet described by any
+//! record (`unlogged`) counts as free in a checkpoint's snapshot, so a crash before its first
+//! record leaks nothing.
+//!
 //! Invariant: a page id is either below the high-water mark and in use, below it and in the
 //! free list, or not yet allocated; never two of these.
 
@@ -20,21 +25,66 @@ pub(crate) struct PageIds {
     /// Next never-used page id (page 0 is the superblock).
     next: u64,
     free: Vec<u64>,
+    /// With a log: pages allocated that no log record describes yet.
+    unlogged: Option<rustc_hash::FxHashSet<u64>>,
 }
 
 impl PageIds {
-    pub(crate) fn new(page_count: u64, free: Vec<u64>) -> Self {
+    pub(crate) fn new(page_count: u64, free: Vec<u64>, logged: bool) -> Self {
         PageIds {
             next: page_count.max(1),
             free,
+            unlogged: logged.then(Default::default),
         }
     }
 
     pub(crate) fn allocate(&mut self) -> u64 {
-        self.free.pop().unwrap_or_else(|| {
+        let page_id = self.free.pop().unwrap_or_else(|| {
             self.next += 1;
             self.next - 1
-        })
+        });
+        if let Some(unlogged) = &mut self.unlogged {
+            unlogged.insert(page_id);
+        }
+        page_id
+    }
+
+    /// A log record now describes `page_id`.
+    pub(crate) fn logged(&mut self, page_id: u64) {
+        if let Some(unlogged) = &mut self.unlogged {
+            unlogged.remove(&page_id);
+        }
+    }
+
+    /// Frees `page_id` as part of a logged record (see the module notes).
+    pub(crate) fn free_logged(&mut self, page_id: u64) {
+        self.logged(page_id);
+        self.free(page_id);
+    }
+
+    /// Frees `page_id` when it is deleted: without a log always; with one only if no record
+    /// ever described it (otherwise the record that stopped referencing it freed it).
+    pub(crate) fn free_deleted(&mut self, page_id: u64) {
+        match &mut self.unlogged {
+            None => self.free(page_id),
+            Some(unlogged) => {
+                if unlogged.remove(&page_id) {
+                    self.free(page_id);
+                } else {
+                    debug_assert!(
+                        self.free.contains(&page_id),
+                        "page {page_id} deleted unlogged"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Page count and free pages for a checkpoint record: unlogged pages count as free.
+    pub(crate) fn snapshot_for_log(&self) -> (u64, Vec<u64>) {
+        let mut free = self.free.clone();
+        free.extend(self.unlogged.iter().flatten());
+        (self.next, free)
     }
 
     pub(crate) fn free(&mut self, page_id: u64) {
@@ -186,7 +236,7 @@ mod tests {
 
     #[test]
     fn allocation_prefers_freed_pages() {
-        let mut ids = PageIds::new(5, vec![2]);
+        let mut ids = PageIds::new(5, vec![2], false);
         assert_eq!(ids.allocate(), 2);
         assert_eq!(ids.allocate(), 5);
         ids.free(3);

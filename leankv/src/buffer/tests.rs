@@ -53,6 +53,7 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
         }],
         1,
         Vec::new(),
+        None,
     )
     .unwrap()
 }

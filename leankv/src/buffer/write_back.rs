@@ -3,8 +3,9 @@
 //! old half of the cooling stage, and `flush`.
 //!
 //! Invariants: no frame index reaches the disk; an older image never lands after a newer one
-//! (the `writing` claim); the dirty flag is cleared only if the page did not change since its
-//! copy was taken.
+//! (the `writing` claim); no image is written before the log is durable up to its page LSN
+//! (the WAL rule); the dirty flag is cleared only if the page did not change since its copy
+//! was taken.
 
 use super::policy::Policy;
 use super::*;
@@ -52,9 +53,12 @@ impl<P: Policy> BufferManager<P> {
         let page_id = header.page_id();
         let version = shared.version();
         let mut image = AlignedBuf::new(self.page_size());
-        image.copy_from_slice(self.page(frame).all());
-        self.unswizzle_image(&mut image);
+        self.copy_for_disk(frame, &mut image);
         drop(shared);
+        // The WAL rule: the records describing this image are durable before it is written.
+        if let Some(log) = &self.log {
+            log.wait_durable(page_format::lsn(&image))?;
+        }
         page_format::seal(&mut image, page_id);
         self.storage
             .write_at(&image, page_id * self.page_size() as u64)
@@ -71,7 +75,7 @@ impl<P: Policy> BufferManager<P> {
     /// Replaces every swizzled swip in a page image by the page id of its target, so that no
     /// frame index ever reaches the disk. The image's source frame is latched by the caller,
     /// which keeps its children in place.
-    fn unswizzle_image(&self, image: &mut [u8]) {
+    pub(super) fn unswizzle_image(&self, image: &mut [u8]) {
         let Some(iterate) = self.child_iterator(PageView::from_slice(image)) else {
             return;
         };

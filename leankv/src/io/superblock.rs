@@ -14,6 +14,15 @@
 //! | 36..44 | first page of the free-page list (0 = empty)                |
 //! | 44..52 | number of free pages (trunk pages included)                 |
 //! | 52     | 1 while a process has the database open, 0 once closed      |
+//! | 53     | 1 if the write-ahead log holds the last checkpoint below    |
+//! | 56..64 | LSN of the last completed checkpoint's record               |
+//! | 64..72 | its offset in its log file                                  |
+//! | 72     | its log file (0 or 1)                                       |
+//! | 76..80 | log generation: counted up by every open                    |
+//! | 80..88 | log end: a new log starts at or above it (above every page LSN) |
+//!
+//! With the log, the free list at 36..52 is written only by a clean close (recovery takes
+//! page count and free list from the checkpoint record instead).
 
 /// Bytes of page 0 that the superblock occupies.
 pub(crate) const SUPERBLOCK_SIZE: usize = 512;
@@ -21,6 +30,7 @@ const MAGIC: &[u8; 8] = b"LEANKV\0\n";
 /// Byte of the open mark (see `Superblock::open`). Files written before it existed hold 0
 /// there: closed.
 const OPEN_MARK: usize = 52;
+const LOG_MARK: usize = 53;
 /// The on-disk format this build reads and writes.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
@@ -35,6 +45,18 @@ pub(crate) struct Superblock {
     /// Written as `true` at open and by `flush`, `false` by a clean close: found `true` at
     /// open, the last process ended without closing (a crash, a kill).
     pub(crate) open: bool,
+    /// Where the last completed checkpoint's record is (`None`: no log).
+    pub(crate) checkpoint: Option<CheckpointRef>,
+    pub(crate) generation: u32,
+    pub(crate) log_end: u64,
+}
+
+/// The position of a checkpoint record in the log files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CheckpointRef {
+    pub(crate) file: u8,
+    pub(crate) offset: u64,
+    pub(crate) lsn: u64,
 }
 
 impl Superblock {
@@ -49,6 +71,14 @@ impl Superblock {
         page[36..44].copy_from_slice(&self.free_list_head.to_le_bytes());
         page[44..52].copy_from_slice(&self.free_list_len.to_le_bytes());
         page[OPEN_MARK] = u8::from(self.open);
+        if let Some(checkpoint) = self.checkpoint {
+            page[LOG_MARK] = 1;
+            page[56..64].copy_from_slice(&checkpoint.lsn.to_le_bytes());
+            page[64..72].copy_from_slice(&checkpoint.offset.to_le_bytes());
+            page[72] = checkpoint.file;
+        }
+        page[76..80].copy_from_slice(&self.generation.to_le_bytes());
+        page[80..88].copy_from_slice(&self.log_end.to_le_bytes());
         let checksum = crc32c::crc32c(&page[4..SUPERBLOCK_SIZE]);
         page[..4].copy_from_slice(&checksum.to_le_bytes());
     }
@@ -92,6 +122,21 @@ impl Superblock {
                     )))
                 }
             },
+            checkpoint: match (bytes[LOG_MARK], bytes[72]) {
+                (0, _) => None,
+                (1, file @ (0 | 1)) => Some(CheckpointRef {
+                    file,
+                    offset: u64_at(bytes, 64),
+                    lsn: u64_at(bytes, 56),
+                }),
+                _ => {
+                    return Err(SuperblockError::Damaged(
+                        "log checkpoint reference malformed".into(),
+                    ))
+                }
+            },
+            generation: u32_at(bytes, 76),
+            log_end: u64_at(bytes, 80),
         };
         if !crate::io::page::valid_page_size(superblock.page_size as usize) {
             return Err(SuperblockError::Damaged(format!(
@@ -153,6 +198,13 @@ mod tests {
             free_list_head: 4,
             free_list_len: 3,
             open: false,
+            checkpoint: Some(CheckpointRef {
+                file: 1,
+                offset: 4096,
+                lsn: 1 << 40,
+            }),
+            generation: 7,
+            log_end: 1 << 41,
         }
     }
 

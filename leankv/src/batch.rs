@@ -1,0 +1,195 @@
+//! Atomic write batches and durability levels: what a commit promises.
+//!
+//! A batch's changes are applied one by one, each logged with the value it replaced and its
+//! batch id, and then a commit record is appended. After a crash, recovery rolls back every
+//! batch whose commit record did not survive, so a batch is entirely present or entirely
+//! absent; the commit order is the order of the commit records, and recovery keeps a prefix of
+//! it. Single operations (`Tree::insert`, `Tree::remove`) are batches of one whose record is
+//! their own commit.
+//!
+//! Invariant: while a checkpoint begins, no batch is between its first change and its commit
+//! (the batch gate), so every batch that a checkpoint's recovery must roll back lies entirely
+//! after that checkpoint's record.
+
+use crate::buffer::policy::Policy;
+use crate::error::{Error, Result};
+use crate::shared::DbShared;
+use crate::tree::Tree;
+use std::sync::Arc;
+
+/// When a commit is durable: it survives a crash (of the process or of the machine).
+///
+/// Under every level a crash leaves a consistent database holding a prefix of the commit
+/// order: no batch partly present, no value that was never written. The levels differ in how
+/// long the latest commits may take to become durable:
+///
+/// * `Immediate`: the commit returns once the log holding it is synced (`fdatasync`).
+///   Concurrent commits share one sync (group commit), so many threads committing together
+///   get many commits per sync; a single thread gets about one commit per sync.
+/// * `Eventual` (the default): the commit returns at once; the log is synced within
+///   [`Options::eventual_sync_delay`](crate::Options::eventual_sync_delay) (10 ms by default).
+///   A crash loses at most the commits of about that last interval.
+/// * `None`: the commit is never synced on its own account; the log reaches the disk when its
+///   buffer fills, when a page must be written, at checkpoints and on [`Db::flush`] or
+///   [`Db::close`](crate::Db::close). A crash may lose the commits since then.
+///
+/// [`Db::flush`]: crate::Db::flush
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Durable when the commit returns.
+    Immediate,
+    /// Durable within a bounded delay.
+    #[default]
+    Eventual,
+    /// Durable at the next sync someone else causes.
+    None,
+}
+
+/// Changes to one or more trees of one database, applied atomically by
+/// [`Db::write`](crate::Db::write): after any crash, entirely there or entirely absent.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+/// let (accounts, log) = (db.open_tree("accounts")?, db.open_tree("log")?);
+/// accounts.insert("alice", 100u64.to_be_bytes())?;
+/// let mut batch = leankv::WriteBatch::new();
+/// batch.insert(&accounts, "alice", 70u64.to_be_bytes());
+/// batch.insert(&accounts, "bob", 30u64.to_be_bytes());
+/// batch.insert(&log, "0001", "alice -> bob: 30");
+/// batch.remove(&accounts, "carol");
+/// db.write_with(batch, leankv::Durability::Immediate)?;
+/// assert_eq!(accounts.get("bob")?, Some(30u64.to_be_bytes().to_vec()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Isolation is not part of the promise: a reader running while a batch is applied may see some
+/// of its changes and not others (snapshot transactions come later). Changes apply in the order
+/// they were added; a later change to the same key wins.
+#[derive(Default)]
+pub struct WriteBatch<P: Policy = crate::buffer::policy::Lean> {
+    ops: Vec<BatchOp<P>>,
+}
+
+struct BatchOp<P: Policy> {
+    tree: Tree<P>,
+    key: Vec<u8>,
+    /// `None`: remove.
+    value: Option<Vec<u8>>,
+}
+
+impl<P: Policy> std::fmt::Debug for WriteBatch<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("changes", &self.ops.len())
+            .finish()
+    }
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch { ops: Vec::new() }
+    }
+}
+
+impl<P: Policy> WriteBatch<P> {
+    /// Sets `key` to `value` in `tree`.
+    pub fn insert(&mut self, tree: &Tree<P>, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.ops.push(BatchOp {
+            tree: tree.clone(),
+            key: key.as_ref().to_vec(),
+            value: Some(value.as_ref().to_vec()),
+        });
+    }
+
+    /// Removes `key` from `tree` (nothing if absent).
+    pub fn remove(&mut self, tree: &Tree<P>, key: impl AsRef<[u8]>) {
+        self.ops.push(BatchOp {
+            tree: tree.clone(),
+            key: key.as_ref().to_vec(),
+            value: None,
+        });
+    }
+
+    /// Changes in the batch.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when the batch holds no change.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Applies `batch` to the database in `db` atomically, durable as `durability` says.
+pub(crate) fn write<P: Policy>(
+    db: &Arc<DbShared<P>>,
+    batch: WriteBatch<P>,
+    durability: Durability,
+) -> Result<()> {
+    for op in &batch.ops {
+        if !Arc::ptr_eq(&op.tree.handle.db, db) {
+            return Err(Error::InvalidOptions(
+                "a write batch holds a tree of another database".into(),
+            ));
+        }
+        op.tree.check_key(&op.key)?;
+        if let Some(value) = &op.value {
+            op.tree.check_value(value)?;
+        }
+    }
+    let Some(log) = db.bm.log() else {
+        // Without a log there is nothing to be atomic against: apply in order.
+        for op in &batch.ops {
+            apply(op, 0)?;
+        }
+        return Ok(());
+    };
+    log.admit();
+    let end = {
+        let _gate = db.batch_gate.read();
+        let id = log.next_batch();
+        let mut replaced = Vec::with_capacity(batch.ops.len());
+        for op in &batch.ops {
+            match apply(op, id) {
+                Ok(before) => replaced.push(before),
+                Err(error) => {
+                    roll_back(&batch.ops[..replaced.len()], replaced, id);
+                    return Err(error);
+                }
+            }
+        }
+        log.append(|writer, _| writer.commit(id)).1
+    };
+    db.commit_durability(end, durability)
+}
+
+/// Applies one change as part of `batch`; returns the value it replaced (`None`: absent).
+fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<Option<Vec<u8>>> {
+    let tree = &op.tree.handle.tree;
+    Ok(match &op.value {
+        Some(value) => tree.insert(&op.key, value, batch)?.before,
+        None => tree
+            .remove(&op.key, batch)?
+            .and_then(|written| written.before),
+    })
+}
+
+/// Restores what the changes `done` of a failed batch replaced, last first, as more changes of
+/// the same uncommitted batch (so that recovery after a crash rolls back both). Best effort: a
+/// restore that fails too leaves the batch uncommitted, which recovery rolls back after the
+/// next crash or unclean close.
+fn roll_back<P: Policy>(done: &[BatchOp<P>], replaced: Vec<Option<Vec<u8>>>, batch: u64) {
+    for (op, before) in done.iter().zip(replaced).rev() {
+        let restore = BatchOp {
+            tree: op.tree.clone(),
+            key: op.key.clone(),
+            value: before,
+        };
+        if apply(&restore, batch).is_err() {
+            return;
+        }
+    }
+}

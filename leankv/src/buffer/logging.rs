@@ -1,0 +1,149 @@
+//! The buffer manager's side of the write-ahead log: describing page changes in the log under
+//! the changed pages' exclusive latches and stamping each page with the LSN of its latest
+//! change, the image rule, and the checkpoint's exact snapshot of page allocation.
+//!
+//! * A leaf operation is logged by key; if the page's last change lies at or before the image
+//!   threshold (the current checkpoint's start), the record carries the page's full image, so
+//!   that recovery rebuilds every page changed since a checkpoint from the log alone (torn
+//!   pages included).
+//! * A structural change (split, merge, new root, new tree) is one record with the images of
+//!   all pages it changed and the ids it freed: atomic in the log.
+//! * Page-id allocation and the log agree exactly: records that free ids or first describe a
+//!   new page are appended under the page-id lock, and a page allocated but not yet described
+//!   counts as free in a checkpoint's snapshot (a crash before its record leaks nothing).
+//!
+//! Invariant: a page's LSN (header bytes 16..24) is the end of the last record describing it;
+//! write-back makes the log durable up to that LSN before writing the page.
+
+use super::policy::Policy;
+use super::*;
+use crate::wal::{BeforeRef, LeafOp, Log, LogPosition};
+
+impl<P: Policy> BufferManager<P> {
+    pub(crate) fn log(&self) -> Option<&Arc<Log>> {
+        self.log.as_ref()
+    }
+
+    /// Logs a leaf operation on the page in `frame`, just applied under `guard`; returns the
+    /// end LSN of its record (0 without a log).
+    pub(crate) fn log_leaf(
+        &self,
+        frame: FrameId,
+        guard: &mut ExclusiveGuard<'_>,
+        tree: u64,
+        batch: u64,
+        op: LeafOp<'_>,
+        before: BeforeRef<'_>,
+    ) -> u64 {
+        let Some(log) = &self.log else {
+            return 0;
+        };
+        let page_id = self.frame(frame).page_id();
+        let page_lsn = page_format::lsn(self.page(frame).all());
+        // A page no record described yet is described now, under the page-id lock (see the
+        // module notes); every page is described at creation, so this is a safeguard.
+        let ids = (page_lsn == 0).then(|| self.page_ids.lock());
+        let ((), end) = log.append(|writer, image_threshold| {
+            if page_lsn <= image_threshold {
+                writer.leaf_with_image(
+                    page_id,
+                    tree,
+                    batch,
+                    op,
+                    before,
+                    self.page_size(),
+                    |image| self.copy_for_disk(frame, image),
+                )
+            } else {
+                writer.leaf(page_id, tree, batch, op, before)
+            };
+        });
+        if let Some(mut ids) = ids {
+            ids.logged(page_id);
+        }
+        self.page_mut(frame, guard)
+            .set_u64(page_format::LSN_OFFSET, end);
+        end
+    }
+
+    /// Logs a structural change as one record: the images of the pages in `changed` (latched
+    /// exclusively by the caller, as the guards show) and the ids of the pages in `freed`
+    /// (latched too, deleted by the caller afterwards). Without a log, does nothing.
+    pub(crate) fn log_structure(
+        &self,
+        changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
+        freed: &[FrameId],
+    ) {
+        self.log_structure_record(changed, freed, false);
+    }
+
+    /// Logs the creation of a tree whose root (new, latched by `guard`) is in `frame`.
+    pub(crate) fn log_new_tree(&self, frame: FrameId, guard: &mut ExclusiveGuard<'_>) {
+        self.log_structure_record(&mut [(frame, guard)], &[], true);
+    }
+
+    /// Frees `page_id`, which nothing references any more, by a record of its own (recovery
+    /// uses it for the root of a tree whose creation a crash cut short).
+    pub(crate) fn free_unreferenced(&self, page_id: u64) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let mut ids = self.page_ids.lock();
+        ids.free_logged(page_id);
+        log.append(|writer, _| {
+            writer.structure::<FrameId>(&[], &[page_id], false, self.page_size(), |_, _| {})
+        });
+    }
+
+    fn log_structure_record(
+        &self,
+        changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
+        freed: &[FrameId],
+        new_tree: bool,
+    ) {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let mut ids = self.page_ids.lock();
+        let freed_ids: Vec<u64> = freed.iter().map(|&f| self.frame(f).page_id()).collect();
+        for &page_id in &freed_ids {
+            ids.free_logged(page_id);
+        }
+        let pages: Vec<(u64, FrameId)> = changed
+            .iter()
+            .map(|(frame, _)| (self.frame(*frame).page_id(), *frame))
+            .collect();
+        let ((), end) = log.append(|writer, _| {
+            writer.structure(
+                &pages,
+                &freed_ids,
+                new_tree,
+                self.page_size(),
+                |frame, image| self.copy_for_disk(frame, image),
+            );
+        });
+        for (page_id, _) in &pages {
+            ids.logged(*page_id);
+        }
+        drop(ids);
+        for (frame, guard) in changed.iter_mut() {
+            self.page_mut(*frame, guard)
+                .set_u64(page_format::LSN_OFFSET, end);
+        }
+    }
+
+    /// Begins a checkpoint (see `Log::begin_checkpoint`) with the page allocation as of its
+    /// record: pages allocated but not yet logged count as free.
+    pub(crate) fn begin_checkpoint(&self, log: &Log) -> LogPosition {
+        let ids = self.page_ids.lock();
+        let (page_count, free) = ids.snapshot_for_log();
+        log.begin_checkpoint(page_count, &free)
+    }
+
+    /// Copies the page in `frame` into `image` as it goes to disk or into the log: swizzled
+    /// swips replaced by page ids. The caller holds a latch on the frame.
+    pub(super) fn copy_for_disk(&self, frame: FrameId, image: &mut [u8]) {
+        image.copy_from_slice(self.page(frame).all());
+        self.unswizzle_image(image);
+    }
+}

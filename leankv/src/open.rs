@@ -1,0 +1,324 @@
+//! Opening a database: the superblock, recovery from the write-ahead log, the buffer manager,
+//! the catalog, and the first checkpoint of this life.
+//!
+//! With the log, every open of an existing database runs recovery from the checkpoint the
+//! superblock names (after a clean close that is one checkpoint record and nothing to redo).
+//! Redo rebuilds the pages and the page allocation ([`crate::recovery`]); then the database
+//! opens on them, frees the roots of trees whose creation a crash cut short, rolls back the
+//! batches that never committed through ordinary logged operations, and takes a checkpoint.
+//! A crash at any point of this is recovered the same way at the next open.
+//!
+//! Invariants: nothing is appended to the log before the generation of this life is above
+//! every earlier one's; a database that needs its log replayed is never opened without it.
+
+use crate::btree::{self, BTree};
+use crate::buffer::policy::Policy;
+use crate::buffer::{BufferManager, PageKind};
+use crate::checkpoint::Checkpointer;
+use crate::db::RecoveryStats;
+use crate::error::{Error, Result};
+use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
+use crate::io::{AlignedBuf, Storage};
+use crate::options::Options;
+use crate::recovery::{self, Undo};
+use crate::shared::DbShared;
+use crate::wal::{read_log, Log, LogConfig, LogEnd, LogPosition, Tail};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The file names in a database directory.
+pub(crate) const PAGE_FILE: &str = "leankv.pages";
+pub(crate) const LOG_FILES: [&str; 2] = ["leankv.wal-0", "leankv.wal-1"];
+/// The frames of the `Mmap` baseline policy, mapped from this file.
+const POOL_FILE: &str = "pool.mmap";
+/// Where a brand-new log starts (an LSN of 0 means "never logged" on a page).
+const FIRST_LSN: u64 = 4096;
+
+/// The storage a database lives in.
+pub(crate) struct Files {
+    pub(crate) pages: Arc<dyn Storage>,
+    pub(crate) logs: [Arc<dyn Storage>; 2],
+}
+
+impl Files {
+    /// The page file `pages` with logs in memory (tests of the page file alone).
+    #[cfg(feature = "testing")]
+    pub(crate) fn pages_only(pages: Arc<dyn Storage>) -> Files {
+        use crate::io::MemoryStorage;
+        Files {
+            pages,
+            logs: [
+                Arc::new(MemoryStorage::new()),
+                Arc::new(MemoryStorage::new()),
+            ],
+        }
+    }
+}
+
+/// What recovery leaves for the open database to finish.
+#[derive(Default)]
+struct Unfinished {
+    undo: Vec<Undo>,
+    new_trees: Vec<u64>,
+}
+
+pub(crate) fn open<P: Policy>(
+    dir: &Path,
+    lock: File,
+    options: Options,
+    files: Files,
+) -> Result<Arc<DbShared<P>>> {
+    let Files {
+        pages: storage,
+        logs,
+    } = files;
+    let page_file = dir.join(PAGE_FILE);
+    let is_new = storage
+        .is_empty()
+        .map_err(|e| Error::io("reading the page file size", e))?;
+    if !P::EVICTS && !is_new {
+        return Err(Error::InvalidOptions(format!(
+            "the {} policy keeps every page in memory and only creates new databases",
+            P::NAME
+        )));
+    }
+    let superblock = if is_new {
+        None
+    } else {
+        Some(read_superblock(storage.as_ref(), &page_file)?)
+    };
+    let page_size = superblock.map_or(options.page_size, |sb| sb.page_size as usize);
+    let mut config = options.validate(page_size)?;
+    if P::POOL_IN_FILE {
+        config.pool_file = Some(dir.join(POOL_FILE));
+    }
+    let log_config = LogConfig {
+        eventual_delay: options.eventual_delay,
+        checkpoint_bytes: options.checkpoint_bytes,
+    };
+    let started = std::time::Instant::now();
+    let mut unfinished = Unfinished::default();
+    let mut recovery_stats = RecoveryStats::default();
+    let (page_count, free, log, generation, log_end) = match superblock {
+        None => {
+            let log = options
+                .write_ahead_log
+                .then(|| fresh_log(logs, log_config, FIRST_LSN, 1))
+                .transpose()?;
+            (1, Vec::new(), log, 1, FIRST_LSN)
+        }
+        Some(sb) if sb.checkpoint.is_some() && options.write_ahead_log => {
+            let checkpoint = sb.checkpoint.expect("matched");
+            let start = LogPosition {
+                file: usize::from(checkpoint.file),
+                offset: checkpoint.offset,
+                lsn: checkpoint.lsn,
+            };
+            let read = read_log(&logs, start)?;
+            let redone = recovery::redo(storage.as_ref(), page_size, &read.records)?;
+            recovery_stats.log_bytes = read.end.lsn - start.lsn;
+            recovery_stats.records = read.records.len() as u64;
+            recovery_stats.pages = redone.pages as u64;
+            recovery_stats.batches_rolled_back = redone.batches_rolled_back as u64;
+            recovery_stats.duration = started.elapsed();
+            let generation = sb.generation.max(read.generation) + 1;
+            let log = Log::start(logs, log_config, read.end, start, generation)?;
+            unfinished = Unfinished {
+                undo: redone.undo,
+                new_trees: redone.new_trees,
+            };
+            (redone.page_count, redone.free, Some(log), generation, 0)
+        }
+        Some(sb) => {
+            if sb.open && sb.checkpoint.is_some() {
+                return Err(Error::InvalidOptions(
+                    "the database was not closed cleanly and its write-ahead log must be \
+                     replayed: open it with the log on (Options::write_ahead_log(true))"
+                        .into(),
+                ));
+            }
+            if sb.open && !options.open_after_crash {
+                return Err(Error::NotClosedCleanly {
+                    path: dir.to_path_buf(),
+                });
+            }
+            check_length(storage.as_ref(), &sb)?;
+            let free = crate::buffer::load_free_list(
+                storage.as_ref(),
+                page_size,
+                sb.free_list_head,
+                sb.free_list_len,
+                sb.page_count,
+            )?;
+            let generation = sb.generation + 1;
+            let start = sb.log_end.max(FIRST_LSN).next_multiple_of(4096);
+            let log = options
+                .write_ahead_log
+                .then(|| fresh_log(logs, log_config, start, generation))
+                .transpose()?;
+            (sb.page_count, free, log, generation, sb.log_end)
+        }
+    };
+    let kinds: [PageKind; 2] = btree::page_kinds();
+    let bm = BufferManager::new(
+        storage,
+        &config,
+        &kinds,
+        page_count,
+        free,
+        log.map(Arc::new),
+    )?;
+    let catalog = match superblock {
+        None => BTree::create(&bm),
+        Some(sb) => BTree::open(&bm, sb.catalog_root),
+    }
+    .inspect_err(|_| bm.stop_threads())?;
+    let shared = Arc::new(DbShared {
+        path: dir.to_path_buf(),
+        bm: bm.clone(),
+        catalog: Arc::new(catalog),
+        trees: Mutex::new(HashMap::new()),
+        lock: Mutex::new(Some(lock)),
+        max_key_size: btree::node::max_key_size(page_size),
+        max_value_size: btree::node::max_value_size(page_size),
+        durability: options.durability,
+        batch_gate: RwLock::new(()),
+        last_checkpoint: Mutex::new(None),
+        generation,
+        log_end,
+        recovery: recovery_stats,
+        checkpointer: Mutex::new(None),
+    });
+    let finish = || -> Result<()> {
+        finish_recovery(&shared, unfinished)?;
+        // Marks the file open (and, when new, writes it whole; with the log, the first
+        // checkpoint of this life): a crash from here on is seen at the next open.
+        shared.flush()?;
+        if shared.bm.log().is_some() {
+            *shared.checkpointer.lock() = Some(
+                Checkpointer::start(&shared)
+                    .map_err(|e| Error::io("starting the checkpoint thread", e))?,
+            );
+        }
+        Ok(())
+    };
+    finish().inspect_err(|_| {
+        bm.stop_threads();
+        if let Some(log) = bm.log() {
+            let _ = log.shut_down();
+        }
+    })?;
+    Ok(shared)
+}
+
+/// Starts a log with nothing to recover: its first checkpoint goes to file 0 at offset 0.
+fn fresh_log(
+    logs: [Arc<dyn Storage>; 2],
+    config: LogConfig,
+    lsn: u64,
+    generation: u32,
+) -> Result<Log> {
+    let end = LogEnd {
+        file: 0,
+        offset: 0,
+        lsn,
+        tail: Tail::default(),
+    };
+    // "The last checkpoint is in the other file": the first one stays in file 0.
+    let previous = LogPosition {
+        file: 1,
+        offset: 0,
+        lsn,
+    };
+    Log::start(logs, config, end, previous, generation)
+}
+
+/// Frees the roots of trees created without a surviving catalog entry, then rolls back the
+/// batches that never committed.
+fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished) -> Result<()> {
+    if unfinished.undo.is_empty() && unfinished.new_trees.is_empty() {
+        return Ok(());
+    }
+    let mut roots = HashMap::new();
+    let catalog = &shared.catalog;
+    for (name, root) in crate::db::catalog_entries(shared)? {
+        roots.insert(root, name);
+    }
+    for root in unfinished.new_trees {
+        if !roots.contains_key(&root) && root != catalog.root_page_id() {
+            shared.bm.free_unreferenced(root);
+        }
+    }
+    let mut trees: HashMap<u64, Arc<BTree<P>>> = HashMap::new();
+    trees.insert(catalog.root_page_id(), catalog.clone());
+    for undo in unfinished.undo {
+        let tree = match trees.get(&undo.tree) {
+            Some(tree) => tree.clone(),
+            None => {
+                let Some(name) = roots.get(&undo.tree) else {
+                    return Err(Error::corruption(
+                        undo.tree,
+                        "write-ahead log: a batch changed a tree the catalog does not name",
+                    ));
+                };
+                let tree = crate::db::open_named_tree(shared, name)?;
+                trees.insert(undo.tree, tree.clone());
+                tree
+            }
+        };
+        match &undo.before {
+            Some(value) => {
+                tree.insert(&undo.key, value, 0)?;
+            }
+            None => {
+                tree.remove(&undo.key, 0)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_length(storage: &dyn Storage, superblock: &Superblock) -> Result<()> {
+    let page_size = superblock.page_size as usize;
+    let length = storage
+        .len()
+        .map_err(|e| Error::io("reading the page file size", e))?;
+    // The superblock's check bounds the product.
+    if length < superblock.page_count * page_size as u64 {
+        return Err(Error::corruption(
+            0,
+            format!(
+                "page file has {length} bytes, the superblock records {} pages of {page_size}",
+                superblock.page_count
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn read_superblock(storage: &dyn Storage, page_file: &Path) -> Result<Superblock> {
+    let mut bytes = AlignedBuf::new(SUPERBLOCK_SIZE);
+    if storage
+        .len()
+        .map_err(|e| Error::io("reading the page file size", e))?
+        < SUPERBLOCK_SIZE as u64
+    {
+        return Err(Error::NotADatabase {
+            path: page_file.to_path_buf(),
+            reason: "file shorter than a superblock".into(),
+        });
+    }
+    storage
+        .read_at(&mut bytes, 0)
+        .map_err(|e| Error::io("reading the superblock", e))?;
+    Superblock::decode(&bytes).map_err(|error| match error {
+        SuperblockError::Foreign(reason) => Error::NotADatabase {
+            path: page_file.to_path_buf(),
+            reason,
+        },
+        SuperblockError::Damaged(reason) => Error::corruption(0, reason),
+    })
+}

@@ -1,0 +1,254 @@
+//! Recovery at open: redo from the last completed checkpoint, then the list of changes of
+//! batches that never committed, to be undone through the trees once the database is open.
+//!
+//! **Redo needs no page from the page file.** A checkpoint begins by raising the image
+//! threshold to its LSN: from then on the first change of every page logs the page's full
+//! image (and every new page and structural change logs images anyway). So every page changed
+//! after the checkpoint began is rebuilt from an image in the log plus the leaf operations
+//! after it, and a page torn by a crash mid-write is simply replaced; every page not changed
+//! since is on disk as the checkpoint wrote and synced it. The page count and free list are
+//! the checkpoint record's, updated by later `Free` records and images.
+//!
+//! **Undo.** Changes of a batch reach the log (and maybe the disk) before its commit record. A
+//! batch without a commit record in the surviving log is rolled back: each of its changes, from
+//! the last to the first, restores the value before it, unless a committed change to the same
+//! key came later (which then stands). The undo runs as ordinary logged operations after open,
+//! so a crash during it is recovered like any other.
+//!
+//! Invariant: every image is checked as a node before use; a record that cannot be applied is a
+//! typed corruption error naming the page, never a panic and never silently skipped.
+
+use crate::btree::redo::{check_image, redo_put, redo_remove};
+use crate::error::{Error, Result};
+use crate::io::page as page_format;
+use crate::io::{AlignedBuf, Storage};
+use crate::wal::{Before, Record};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// A change to roll back: set `key` of the tree with root page `tree` to `before`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Undo {
+    pub(crate) tree: u64,
+    pub(crate) key: Vec<u8>,
+    pub(crate) before: Option<Vec<u8>>,
+}
+
+/// The state recovery rebuilt.
+pub(crate) struct Redone {
+    pub(crate) page_count: u64,
+    pub(crate) free: Vec<u64>,
+    /// Changes to undo, in the order to apply them.
+    pub(crate) undo: Vec<Undo>,
+    /// Roots of trees created since the checkpoint: any the catalog does not name is freed.
+    pub(crate) new_trees: Vec<u64>,
+    pub(crate) pages: usize,
+    pub(crate) batches_rolled_back: usize,
+}
+
+/// Replays `records` (from a checkpoint record on) onto the page file in `storage`.
+pub(crate) fn redo(
+    storage: &dyn Storage,
+    page_size: usize,
+    records: &[(u64, Record)],
+) -> Result<Redone> {
+    let mut pages: HashMap<u64, AlignedBuf> = HashMap::new();
+    let mut page_count = 0;
+    let mut free = BTreeSet::new();
+    let mut committed = HashSet::new();
+    let mut batches = HashSet::new();
+    let mut new_trees = Vec::new();
+    for (end_lsn, record) in records {
+        match record {
+            Record::Checkpoint {
+                page_count: count,
+                free: list,
+            } => {
+                page_count = *count;
+                free = list.iter().copied().collect();
+                if free.len() != list.len() || list.iter().any(|&id| id == 0 || id >= *count) {
+                    return Err(log_damage(0, "a checkpoint's free list is malformed"));
+                }
+            }
+            Record::Structure {
+                images,
+                freed,
+                new_tree,
+            } => {
+                if *new_tree {
+                    new_trees.push(images[0].0);
+                }
+                for &page_id in freed {
+                    if page_id == 0 {
+                        return Err(log_damage(0, "page 0 freed"));
+                    }
+                    // A page allocated and freed within one checkpoint interval may already
+                    // be free in the checkpoint's snapshot: freeing is idempotent here.
+                    free.insert(page_id);
+                    pages.remove(&page_id);
+                    page_count = page_count.max(page_id + 1);
+                }
+                for (page_id, bytes) in images {
+                    install_image(&mut pages, page_size, *page_id, bytes, *end_lsn)?;
+                    free.remove(page_id);
+                    page_count = page_count.max(page_id + 1);
+                }
+            }
+            Record::Put {
+                page_id,
+                key,
+                batch,
+                image,
+                ..
+            }
+            | Record::Remove {
+                page_id,
+                key,
+                batch,
+                image,
+                ..
+            } => {
+                if let Some(image) = image {
+                    install_image(&mut pages, page_size, *page_id, image, *end_lsn)?;
+                    free.remove(page_id);
+                    page_count = page_count.max(page_id + 1);
+                }
+                let page = logged_page(&mut pages, *page_id)?;
+                match record {
+                    Record::Put { value, .. } => redo_put(page, key, value),
+                    _ => redo_remove(page, key),
+                }
+                .map_err(|reason| log_damage(*page_id, reason))?;
+                page_format::set_lsn(page, *end_lsn);
+                if *batch != 0 {
+                    batches.insert(*batch);
+                }
+            }
+            Record::Commit { batch } => {
+                committed.insert(*batch);
+            }
+        }
+    }
+    let offset = |page_id: u64| {
+        page_id
+            .checked_mul(page_size as u64)
+            .filter(|&offset| offset <= i64::MAX as u64)
+            .ok_or_else(|| log_damage(page_id, "a page id beyond any file offset"))
+    };
+    storage
+        .extend_to(offset(page_count)?)
+        .map_err(|e| Error::io("extending the page file at recovery", e))?;
+    let mut ids: Vec<u64> = pages.keys().copied().collect();
+    ids.sort_unstable();
+    for page_id in &ids {
+        let page = pages.get_mut(page_id).expect("listed above");
+        page_format::seal(page, *page_id);
+        storage
+            .write_at(page, offset(*page_id)?)
+            .map_err(|e| Error::io("writing a recovered page", e))?;
+    }
+    let incomplete: HashSet<u64> = batches.difference(&committed).copied().collect();
+    Ok(Redone {
+        page_count,
+        free: free.into_iter().collect(),
+        undo: undo_list(records, &incomplete)?,
+        new_trees: new_trees
+            .into_iter()
+            .filter(|page_id| pages.contains_key(page_id))
+            .collect(),
+        pages: ids.len(),
+        batches_rolled_back: incomplete.len(),
+    })
+}
+
+/// Checks a page image from the log and makes it the page's current state.
+fn install_image(
+    pages: &mut HashMap<u64, AlignedBuf>,
+    page_size: usize,
+    page_id: u64,
+    bytes: &[u8],
+    end_lsn: u64,
+) -> Result<()> {
+    if page_id == 0 || bytes.len() != page_size {
+        return Err(log_damage(
+            page_id,
+            "a page image of the wrong size or page",
+        ));
+    }
+    check_image(bytes).map_err(|reason| log_damage(page_id, reason))?;
+    let mut page = AlignedBuf::new(page_size);
+    page.copy_from_slice(bytes);
+    page_format::set_lsn(&mut page, end_lsn);
+    pages.insert(page_id, page);
+    Ok(())
+}
+
+/// The page a leaf record changes: it must have an image earlier in the log (see the module
+/// notes), else the log is damaged.
+fn logged_page(pages: &mut HashMap<u64, AlignedBuf>, page_id: u64) -> Result<&mut AlignedBuf> {
+    pages
+        .get_mut(&page_id)
+        .ok_or_else(|| log_damage(page_id, "a logged change to a page with no image before it"))
+}
+
+fn log_damage(page_id: u64, reason: impl Into<String>) -> Error {
+    Error::corruption(page_id, format!("write-ahead log: {}", reason.into()))
+}
+
+/// The changes of `incomplete` batches to undo, last first, leaving out keys that a committed
+/// change wrote afterwards.
+fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec<Undo>> {
+    if incomplete.is_empty() {
+        return Ok(Vec::new());
+    }
+    let leaf_change = |record: &Record| match record {
+        Record::Put {
+            tree,
+            batch,
+            key,
+            before,
+            ..
+        }
+        | Record::Remove {
+            tree,
+            batch,
+            key,
+            before,
+            ..
+        } => Some((*tree, *batch, key.clone(), before.clone())),
+        _ => None,
+    };
+    // Where each key an incomplete batch touched was last written by a committed change.
+    let mut last_committed: HashMap<(u64, Vec<u8>), usize> = records
+        .iter()
+        .filter_map(|(_, record)| leaf_change(record))
+        .filter(|(_, batch, _, _)| incomplete.contains(batch))
+        .map(|(tree, _, key, _)| ((tree, key), 0))
+        .collect();
+    for (index, (_, record)) in records.iter().enumerate() {
+        if let Some((tree, batch, key, _)) = leaf_change(record) {
+            if !incomplete.contains(&batch) {
+                if let Some(last) = last_committed.get_mut(&(tree, key)) {
+                    *last = index + 1;
+                }
+            }
+        }
+    }
+    let mut undo = Vec::new();
+    for (index, (_, record)) in records.iter().enumerate().rev() {
+        let Some((tree, batch, key, before)) = leaf_change(record) else {
+            continue;
+        };
+        if !incomplete.contains(&batch) || last_committed[&(tree, key.clone())] > index {
+            continue;
+        }
+        let before = match before {
+            Before::Absent => None,
+            Before::Value(value) => Some(value),
+            Before::Unrecorded => {
+                return Err(log_damage(0, "a batch's change without its before-image"));
+            }
+        };
+        undo.push(Undo { tree, key, before });
+    }
+    Ok(undo)
+}

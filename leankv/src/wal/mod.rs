@@ -1,0 +1,435 @@
+//! The write-ahead log: every change that can reach the page file is described here first.
+//!
+//! Appending copies an encoded record into an in-memory chunk under one mutex and returns the
+//! record's end position (its LSN); a writer thread writes chunks to the log file and syncs
+//! when a commit waits for durability (`Immediate`, group commit: every commit that arrived
+//! meanwhile shares the sync), when the `Eventual` delay is up, when a page write needs its
+//! records durable first (the WAL rule) or at shutdown. Between syncs it writes large chunks
+//! ahead without syncing, so memory stays bounded under `Durability::None`.
+//!
+//! The log lives in two files used in turn: a checkpoint starts the other file (from offset 0)
+//! when the last completed checkpoint started in the current one, so the file being overwritten
+//! never holds records recovery could still need; otherwise the checkpoint record goes on in
+//! the current file. Log disk use is thus bounded by two checkpoint intervals.
+//!
+//! Writes are whole 512-byte sectors: the last, partial sector is written again, with the same
+//! leading bytes, by the next write. A torn sector therefore holds either the old bytes (whose
+//! records were synced, or are lost unsynced) or the new ones.
+//!
+//! Invariants: `durable <= written <= end`; a page image whose LSN is above `durable` is never
+//! written (callers wait with [`Log::wait_durable`]); a failed write or sync poisons the log:
+//! every later wait fails, so no page reaches the disk ahead of records that may be lost.
+
+mod reader;
+pub(crate) mod record;
+
+pub(crate) use reader::{read_log, LogEnd};
+pub(crate) use record::{Before, BeforeRef, FrameWriter, LeafOp, Record};
+
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The writer writes (without syncing) once this many bytes wait, to bound memory.
+const WRITE_AHEAD_BYTES: usize = 1 << 20;
+
+/// Where a checkpoint record lies: recovery starts reading there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogPosition {
+    pub(crate) file: usize,
+    pub(crate) offset: u64,
+    pub(crate) lsn: u64,
+}
+
+/// How the log is set up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogConfig {
+    pub(crate) eventual_delay: Duration,
+    /// A checkpoint is wanted once this many log bytes were written since the last one began.
+    pub(crate) checkpoint_bytes: u64,
+}
+
+/// Log activity, for `Stats`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LogCounters {
+    pub(crate) bytes: u64,
+    pub(crate) syncs: u64,
+}
+
+struct Chunk {
+    file: usize,
+    offset: u64,
+    start_lsn: u64,
+    bytes: Vec<u8>,
+}
+
+struct State {
+    chunks: Vec<Chunk>,
+    pending_bytes: usize,
+    /// Next LSN, and where it lands.
+    end: u64,
+    file: usize,
+    file_offset: u64,
+    generation: u32,
+    /// Pages whose last change ends at or before this LSN log an image at their next change.
+    redo_ptr: u64,
+    /// File of the last completed checkpoint, and its LSN.
+    checkpoint: LogPosition,
+    requested: u64,
+    eventual_deadline: Option<Instant>,
+    failed: Option<String>,
+    shutdown: bool,
+}
+
+struct Inner {
+    files: [Arc<dyn Storage>; 2],
+    config: LogConfig,
+    state: Mutex<State>,
+    /// Wakes the writer thread.
+    work: Condvar,
+    /// Wakes threads waiting for durability or for a checkpoint.
+    progress: Condvar,
+    durable: AtomicU64,
+    next_batch: AtomicU64,
+    bytes: AtomicU64,
+    syncs: AtomicU64,
+}
+
+/// The log of one open database.
+pub(crate) struct Log {
+    inner: Arc<Inner>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Log {
+    /// Starts a log that continues at `end` (the end of what recovery read, in `end.file` at
+    /// `end.offset`) with a new `generation`; `checkpoint` is the last completed checkpoint.
+    pub(crate) fn start(
+        files: [Arc<dyn Storage>; 2],
+        config: LogConfig,
+        end: LogEnd,
+        checkpoint: LogPosition,
+        generation: u32,
+    ) -> Result<Log> {
+        let inner = Arc::new(Inner {
+            files,
+            config,
+            state: Mutex::new(State {
+                chunks: Vec::new(),
+                pending_bytes: 0,
+                end: end.lsn,
+                file: end.file,
+                file_offset: end.offset,
+                generation,
+                redo_ptr: checkpoint.lsn,
+                checkpoint,
+                requested: 0,
+                eventual_deadline: None,
+                failed: None,
+                shutdown: false,
+            }),
+            work: Condvar::new(),
+            progress: Condvar::new(),
+            durable: AtomicU64::new(end.lsn),
+            next_batch: AtomicU64::new(u64::from(generation) << 32),
+            bytes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+        });
+        let thread_inner = inner.clone();
+        let tail = end.tail;
+        let writer = std::thread::Builder::new()
+            .name("leankv-log".into())
+            .spawn(move || thread_inner.write_loop(tail))
+            .map_err(|e| Error::io("starting the log writer", e))?;
+        Ok(Log {
+            inner,
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// Appends records written by `write`, which also learns the image threshold (pages whose
+    /// LSN is at or below it must be logged as images). Returns `write`'s result and the end
+    /// LSN of what it appended.
+    pub(crate) fn append<R>(&self, write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R) -> (R, u64) {
+        let mut state = self.inner.state.lock();
+        let result = self.inner.append_locked(&mut state, write);
+        (result, state.end)
+    }
+
+    /// A fresh batch id, unique across the lives of the database (the generation leads).
+    pub(crate) fn next_batch(&self) -> u64 {
+        self.inner.next_batch.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Makes the log durable up to `lsn` (group commit: one sync serves every waiter).
+    pub(crate) fn wait_durable(&self, lsn: u64) -> Result<()> {
+        if self.inner.durable.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        let mut state = self.inner.state.lock();
+        if state.requested < lsn {
+            state.requested = lsn;
+            self.inner.work.notify_one();
+        }
+        loop {
+            if let Some(reason) = &state.failed {
+                return Err(log_failed(reason));
+            }
+            if self.inner.durable.load(Ordering::Acquire) >= lsn {
+                return Ok(());
+            }
+            self.inner.progress.wait(&mut state);
+        }
+    }
+
+    /// Asks for the log up to now to be synced within the configured delay.
+    pub(crate) fn sync_eventually(&self) {
+        let mut state = self.inner.state.lock();
+        if state.eventual_deadline.is_none() {
+            state.eventual_deadline = Some(Instant::now() + self.inner.config.eventual_delay);
+            self.inner.work.notify_one();
+        }
+    }
+
+    /// The current end of the log.
+    pub(crate) fn end(&self) -> u64 {
+        self.inner.state.lock().end
+    }
+
+    /// Begins a checkpoint: appends its record with the page count and free list, in the
+    /// other file if that holds nothing recovery could need. The caller holds the page-id lock,
+    /// under which every `Free` record is appended, so the snapshot is exact at the record.
+    /// From now on a page changed for the first time logs an image. Returns where the record
+    /// lies.
+    pub(crate) fn begin_checkpoint(&self, page_count: u64, free: &[u64]) -> LogPosition {
+        let mut state = self.inner.state.lock();
+        if state.checkpoint.file == state.file {
+            state.file = 1 - state.file;
+            state.file_offset = 0;
+        }
+        let position = LogPosition {
+            file: state.file,
+            offset: state.file_offset,
+            lsn: state.end,
+        };
+        state.redo_ptr = state.end;
+        self.inner
+            .append_locked(&mut state, |writer, _| writer.checkpoint(page_count, free));
+        position
+    }
+
+    /// Records that the checkpoint at `position` is complete (its pages and the superblock
+    /// naming it are durable).
+    pub(crate) fn checkpoint_completed(&self, position: LogPosition) {
+        let mut state = self.inner.state.lock();
+        state.checkpoint = position;
+        drop(state);
+        self.inner.progress.notify_all();
+    }
+
+    /// Whether enough log was written since the last checkpoint began to start another.
+    pub(crate) fn wants_checkpoint(&self) -> bool {
+        let state = self.inner.state.lock();
+        state.end - state.redo_ptr >= self.inner.config.checkpoint_bytes
+    }
+
+    /// Waits (before a write latches anything) while the log is far beyond its checkpoint
+    /// interval, so that checkpoints keep up and the log's disk use stays bounded.
+    pub(crate) fn admit(&self) {
+        let limit = 4 * self.inner.config.checkpoint_bytes;
+        let mut state = self.inner.state.lock();
+        while state.end - state.checkpoint.lsn > limit && state.failed.is_none() && !state.shutdown
+        {
+            self.inner
+                .progress
+                .wait_for(&mut state, Duration::from_millis(10));
+        }
+    }
+
+    pub(crate) fn counters(&self) -> LogCounters {
+        LogCounters {
+            bytes: self.inner.bytes.load(Ordering::Relaxed),
+            syncs: self.inner.syncs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Writes and syncs everything appended, then stops the writer thread.
+    pub(crate) fn shut_down(&self) -> Result<()> {
+        let end = self.end();
+        let synced = self.wait_durable(end);
+        let mut state = self.inner.state.lock();
+        state.shutdown = true;
+        drop(state);
+        self.inner.work.notify_all();
+        if let Some(writer) = self.writer.lock().take() {
+            let _ = writer.join();
+        }
+        synced
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = self.shut_down();
+    }
+}
+
+fn log_failed(reason: &str) -> Error {
+    Error::io(
+        "writing the log",
+        std::io::Error::other(format!("the log failed earlier: {reason}")),
+    )
+}
+
+/// The writer thread's knowledge of the partial sector at the end of a file.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tail {
+    pub(crate) file: usize,
+    /// Offset of the partial sector, and its bytes so far.
+    pub(crate) offset: u64,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Inner {
+    fn append_locked<R>(
+        &self,
+        state: &mut State,
+        write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R,
+    ) -> R {
+        if state
+            .chunks
+            .last()
+            .is_none_or(|chunk| chunk.file != state.file)
+        {
+            state.chunks.push(Chunk {
+                file: state.file,
+                offset: state.file_offset,
+                start_lsn: state.end,
+                bytes: Vec::with_capacity(64 << 10),
+            });
+        }
+        let chunk = state.chunks.last_mut().expect("pushed above");
+        let before = chunk.bytes.len();
+        let mut writer = FrameWriter {
+            out: &mut chunk.bytes,
+            base: chunk.start_lsn,
+            generation: state.generation,
+        };
+        let result = write(&mut writer, state.redo_ptr);
+        let added = chunk.bytes.len() - before;
+        state.end += added as u64;
+        state.file_offset += added as u64;
+        state.pending_bytes += added;
+        if state.pending_bytes >= WRITE_AHEAD_BYTES {
+            self.work.notify_one();
+        }
+        result
+    }
+
+    fn write_loop(&self, mut tail: Tail) {
+        // Files written since their last sync.
+        let mut unsynced = [false; 2];
+        let mut state = self.state.lock();
+        loop {
+            let now = Instant::now();
+            let due = state.eventual_deadline.is_some_and(|at| at <= now);
+            let wanted = state.requested > self.durable.load(Ordering::Acquire);
+            let sync = due || wanted || state.shutdown;
+            if !sync && state.pending_bytes < WRITE_AHEAD_BYTES {
+                match state.eventual_deadline {
+                    Some(at) => {
+                        self.work
+                            .wait_for(&mut state, at.saturating_duration_since(now));
+                    }
+                    None => self.work.wait(&mut state),
+                }
+                continue;
+            }
+            if state.shutdown && state.chunks.is_empty() {
+                return;
+            }
+            let chunks = std::mem::take(&mut state.chunks);
+            state.pending_bytes = 0;
+            let target = state.end;
+            if sync {
+                state.eventual_deadline = None;
+            }
+            drop(state);
+            let outcome = self.write_chunks(&chunks, &mut tail, &mut unsynced, sync);
+            state = self.state.lock();
+            match outcome {
+                Ok(()) if sync => self.durable.store(target, Ordering::Release),
+                Ok(()) => {}
+                Err(error) => {
+                    state.failed.get_or_insert(error.to_string());
+                    // Nothing more can be made durable; waiters see the failure.
+                    state.requested = 0;
+                    state.eventual_deadline = None;
+                }
+            }
+            self.progress.notify_all();
+            if state.failed.is_some() && state.shutdown {
+                return;
+            }
+            if state.failed.is_some() {
+                state.chunks.clear();
+                state.pending_bytes = 0;
+                self.work.wait(&mut state);
+            }
+        }
+    }
+
+    /// Writes `chunks` as whole sectors (the partial last sector of a file again, from
+    /// `tail`), then syncs the files written if `sync`.
+    fn write_chunks(
+        &self,
+        chunks: &[Chunk],
+        tail: &mut Tail,
+        unsynced: &mut [bool; 2],
+        sync: bool,
+    ) -> std::io::Result<()> {
+        for chunk in chunks {
+            if chunk.bytes.is_empty() {
+                continue;
+            }
+            let aligned = chunk.offset - chunk.offset % IO_ALIGNMENT as u64;
+            let prefix: &[u8] = if tail.file == chunk.file && tail.offset == aligned {
+                &tail.bytes
+            } else {
+                &[]
+            };
+            debug_assert_eq!(aligned + prefix.len() as u64, chunk.offset);
+            let len = (prefix.len() + chunk.bytes.len()).next_multiple_of(IO_ALIGNMENT);
+            let mut buffer = AlignedBuf::new(len);
+            buffer[..prefix.len()].copy_from_slice(prefix);
+            buffer[prefix.len()..prefix.len() + chunk.bytes.len()].copy_from_slice(&chunk.bytes);
+            self.files[chunk.file].write_at(&buffer, aligned)?;
+            self.bytes
+                .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+            unsynced[chunk.file] = true;
+            let end = chunk.offset + chunk.bytes.len() as u64;
+            let partial = (end % IO_ALIGNMENT as u64) as usize;
+            let sector = end - partial as u64;
+            let data_len = prefix.len() + chunk.bytes.len();
+            *tail = Tail {
+                file: chunk.file,
+                offset: sector,
+                bytes: buffer[data_len - partial..data_len].to_vec(),
+            };
+        }
+        if sync {
+            for (file, unsynced) in unsynced.iter_mut().enumerate() {
+                if *unsynced {
+                    self.files[file].sync()?;
+                    self.syncs.fetch_add(1, Ordering::Relaxed);
+                    *unsynced = false;
+                }
+            }
+        }
+        Ok(())
+    }
+}
