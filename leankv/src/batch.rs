@@ -66,9 +66,14 @@ pub enum Durability {
 /// Isolation is not part of the promise: a reader running while a batch is applied may see some
 /// of its changes and not others (snapshot transactions come later). Changes apply in the order
 /// they were added; a later change to the same key wins.
-#[derive(Default)]
 pub struct WriteBatch<P: Policy = crate::buffer::policy::Lean> {
     ops: Vec<BatchOp<P>>,
+}
+
+impl<P: Policy> Default for WriteBatch<P> {
+    fn default() -> Self {
+        WriteBatch { ops: Vec::new() }
+    }
 }
 
 struct BatchOp<P: Policy> {

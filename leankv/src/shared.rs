@@ -100,18 +100,16 @@ impl<P: Policy> DbShared<P> {
         }
     }
 
-    /// Makes the commit whose log record ends at `lsn` as durable as `durability` says.
+    /// Makes the commit whose log record ends at `lsn` as durable as `durability` says. After
+    /// the log failed (a write or sync error), every commit fails: none could become durable.
     pub(crate) fn commit_durability(&self, lsn: u64, durability: Durability) -> Result<()> {
         let Some(log) = self.bm.log() else {
             return Ok(());
         };
         match durability {
             Durability::Immediate => log.wait_durable(lsn),
-            Durability::Eventual => {
-                log.sync_eventually();
-                Ok(())
-            }
-            Durability::None => Ok(()),
+            Durability::Eventual => log.sync_eventually(),
+            Durability::None => log.check_healthy(),
         }
     }
 

@@ -186,12 +186,25 @@ impl Log {
         }
     }
 
-    /// Asks for the log up to now to be synced within the configured delay.
-    pub(crate) fn sync_eventually(&self) {
+    /// Asks for the log up to now to be synced within the configured delay. Fails if the log
+    /// failed earlier (the commit can never become durable).
+    pub(crate) fn sync_eventually(&self) -> Result<()> {
         let mut state = self.inner.state.lock();
+        if let Some(reason) = &state.failed {
+            return Err(log_failed(reason));
+        }
         if state.eventual_deadline.is_none() {
             state.eventual_deadline = Some(Instant::now() + self.inner.config.eventual_delay);
             self.inner.work.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Fails if the log failed earlier: a commit made now could never become durable.
+    pub(crate) fn check_healthy(&self) -> Result<()> {
+        match &self.inner.state.lock().failed {
+            Some(reason) => Err(log_failed(reason)),
+            None => Ok(()),
         }
     }
 
@@ -335,6 +348,18 @@ impl Inner {
         let mut unsynced = [false; 2];
         let mut state = self.state.lock();
         loop {
+            if state.failed.is_some() {
+                // A failed log writes nothing more: what it would write follows records that
+                // may be lost. Appends after the failure are dropped; waiters see the failure.
+                state.chunks.clear();
+                state.pending_bytes = 0;
+                self.progress.notify_all();
+                if state.shutdown {
+                    return;
+                }
+                self.work.wait(&mut state);
+                continue;
+            }
             let now = Instant::now();
             let due = state.eventual_deadline.is_some_and(|at| at <= now);
             let wanted = state.requested > self.durable.load(Ordering::Acquire);
@@ -372,14 +397,6 @@ impl Inner {
                 }
             }
             self.progress.notify_all();
-            if state.failed.is_some() && state.shutdown {
-                return;
-            }
-            if state.failed.is_some() {
-                state.chunks.clear();
-                state.pending_bytes = 0;
-                self.work.wait(&mut state);
-            }
         }
     }
 
