@@ -97,7 +97,7 @@ pub(crate) fn open<P: Policy>(
     }
     let log_config = LogConfig {
         eventual_delay: options.eventual_delay,
-        checkpoint_bytes: options.checkpoint_bytes,
+        checkpoint_bytes: options.checkpoint_bytes(),
     };
     let started = std::time::Instant::now();
     let mut unfinished = Unfinished::default();

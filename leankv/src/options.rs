@@ -47,7 +47,7 @@ pub struct Options {
     pub(crate) write_ahead_log: bool,
     pub(crate) durability: Durability,
     pub(crate) eventual_delay: Duration,
-    pub(crate) checkpoint_bytes: u64,
+    checkpoint_bytes: Option<u64>,
 }
 
 impl Default for Options {
@@ -64,7 +64,7 @@ impl Default for Options {
             write_ahead_log: true,
             durability: Durability::Eventual,
             eventual_delay: Duration::from_millis(10),
-            checkpoint_bytes: 64 << 20,
+            checkpoint_bytes: None,
         }
     }
 }
@@ -156,13 +156,21 @@ impl Options {
         self
     }
 
-    /// Log bytes between checkpoints (default 64 MiB). A checkpoint writes the pages changed
-    /// since the last one, in the background; recovery replays at most about this much log,
-    /// and the log files take at most about twice this much disk (writers wait when
-    /// checkpoints fall far behind). At least 1 MiB.
+    /// Log bytes between checkpoints (default: the pool size, at least 64 MiB). A checkpoint
+    /// writes the pages changed since the last one, in the background; recovery replays at
+    /// most about this much log, and the log files take about twice this much disk (writers
+    /// wait when checkpoints fall far behind). Shorter intervals cost throughput: each
+    /// checkpoint writes every dirty page, and a page's first change after it logs the whole
+    /// page. At least 1 MiB.
     pub fn checkpoint_every(mut self, log_bytes: u64) -> Self {
-        self.checkpoint_bytes = log_bytes;
+        self.checkpoint_bytes = Some(log_bytes);
         self
+    }
+
+    /// The checkpoint interval in log bytes (see [`Self::checkpoint_every`]).
+    pub(crate) fn checkpoint_bytes(&self) -> u64 {
+        self.checkpoint_bytes
+            .unwrap_or_else(|| (self.pool_size as u64).max(64 << 20))
     }
 
     /// Frames the pool will have with the configured page size.
@@ -179,10 +187,10 @@ impl Options {
                 self.eventual_delay
             )));
         }
-        if self.checkpoint_bytes < 1 << 20 {
+        if self.checkpoint_bytes() < 1 << 20 {
             return Err(Error::InvalidOptions(format!(
                 "checkpoint interval of {} log bytes is below 1 MiB",
-                self.checkpoint_bytes
+                self.checkpoint_bytes()
             )));
         }
         if !crate::io::page::valid_page_size(self.page_size) {

@@ -37,7 +37,7 @@ pub(crate) use scan::{LeafBatch, ScanFrom};
 
 use crate::buffer::policy::Policy;
 use crate::buffer::{
-    BufferManager, ChildCheck, FrameId, FrameState, PageCheck, PageKind, Swip, SwipTarget,
+    BufferManager, ChildCheck, FrameId, FrameState, FreeGap, PageCheck, PageKind, Swip, SwipTarget,
 };
 use crate::error::{Error, Result};
 use crate::io::page::PageType;
@@ -162,18 +162,21 @@ pub(crate) fn page_kinds() -> [PageKind; 2] {
     let check: PageCheck = |page| Node::new(page).check_on_disk();
     let check_child: ChildCheck =
         |parent, offset, child| Node::new(child).check_as_child_of(&Node::new(parent), offset);
+    let free_gap: FreeGap = |page| Node::new(page).free_gap();
     [
         PageKind {
             page_type: PageType::BTreeLeaf,
             children: None,
             check: Some(check),
             check_child: None,
+            free_gap: Some(free_gap),
         },
         PageKind {
             page_type: PageType::BTreeInner,
             children: Some(Node::visit_children),
             check: Some(check),
             check_child: Some(check_child),
+            free_gap: Some(free_gap),
         },
     ]
 }

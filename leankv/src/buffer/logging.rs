@@ -52,7 +52,7 @@ impl<P: Policy> BufferManager<P> {
                     op,
                     before,
                     self.page_size(),
-                    |image| self.copy_for_disk(frame, image),
+                    |image| self.copy_for_log(frame, image),
                 )
             } else {
                 writer.leaf(page_id, tree, batch, op, before)
@@ -91,7 +91,7 @@ impl<P: Policy> BufferManager<P> {
         let mut ids = self.page_ids.lock();
         ids.free_logged(page_id);
         log.append(|writer, _| {
-            writer.structure::<FrameId>(&[], &[page_id], false, self.page_size(), |_, _| {})
+            writer.structure::<FrameId>(&[], &[page_id], false, self.page_size(), |_, _| (0, 0))
         });
     }
 
@@ -119,7 +119,7 @@ impl<P: Policy> BufferManager<P> {
                 &freed_ids,
                 new_tree,
                 self.page_size(),
-                |frame, image| self.copy_for_disk(frame, image),
+                |frame, image| self.copy_for_log(frame, image),
             );
         });
         for (page_id, _) in &pages {
@@ -145,5 +145,15 @@ impl<P: Policy> BufferManager<P> {
     pub(super) fn copy_for_disk(&self, frame: FrameId, image: &mut [u8]) {
         image.copy_from_slice(self.page(frame).all());
         self.unswizzle_image(image);
+    }
+
+    /// [`Self::copy_for_disk`] for the log; returns the free gap the log may leave out.
+    fn copy_for_log(&self, frame: FrameId, image: &mut [u8]) -> (usize, usize) {
+        self.copy_for_disk(frame, image);
+        let page = self.page(frame);
+        page_format::page_type(page.all())
+            .and_then(|page_type| self.kinds[page_type as usize])
+            .and_then(|kind| kind.free_gap)
+            .map_or((0, 0), |free_gap| free_gap(page))
     }
 }

@@ -85,6 +85,9 @@ pub(crate) type PageCheck = fn(page: PageView<'_>) -> Result<(), String>;
 pub(crate) type ChildCheck =
     fn(parent: PageView<'_>, offset: usize, child: PageView<'_>) -> Result<(), String>;
 
+/// The free bytes in a page as (start, length), which page images in the log leave out.
+pub(crate) type FreeGap = fn(page: PageView<'_>) -> (usize, usize);
+
 /// What the buffer manager needs to know about the contents of one page type. Each
 /// buffer-managed structure registers one per page type it uses.
 ///
@@ -101,6 +104,8 @@ pub(crate) struct PageKind {
     pub(crate) check: Option<PageCheck>,
     /// The check of a page about to be swizzled under a page of this type.
     pub(crate) check_child: Option<ChildCheck>,
+    /// Where its free bytes are (`None`: log whole images).
+    pub(crate) free_gap: Option<FreeGap>,
 }
 
 /// How the buffer manager is set up (derived from `crate::Options` by `Db`).

@@ -50,6 +50,7 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
             children: Some(children),
             check: None,
             check_child: None,
+            free_gap: None,
         }],
         1,
         Vec::new(),

@@ -23,6 +23,8 @@
 pub(crate) const FRAME_HEADER: usize = 24;
 /// Frames start at multiples of this.
 pub(crate) const FRAME_ALIGN: usize = 8;
+/// Largest page an image may claim.
+const MAX_PAGE: usize = 1 << 16;
 /// Largest payload a frame may claim (a checkpoint of a huge free list stays far below).
 pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
 
@@ -141,7 +143,7 @@ impl FrameWriter<'_> {
         freed: &[u64],
         new_tree: bool,
         page_size: usize,
-        fill: impl Fn(T, &mut [u8]),
+        fill: impl Fn(T, &mut [u8]) -> (usize, usize),
     ) -> u64 {
         let kind = if new_tree {
             KIND_NEW_TREE
@@ -152,10 +154,7 @@ impl FrameWriter<'_> {
             out.extend_from_slice(&(pages.len() as u32).to_le_bytes());
             for &(page_id, handle) in pages {
                 out.extend_from_slice(&page_id.to_le_bytes());
-                out.extend_from_slice(&(page_size as u32).to_le_bytes());
-                let at = out.len();
-                out.resize(at + page_size, 0);
-                fill(handle, &mut out[at..]);
+                page_image(out, page_size, |image| fill(handle, image));
             }
             out.extend_from_slice(&(freed.len() as u32).to_le_bytes());
             for id in freed {
@@ -178,7 +177,7 @@ impl FrameWriter<'_> {
             batch,
             op,
             before,
-            None::<(usize, fn(&mut [u8]))>,
+            None::<(usize, fn(&mut [u8]) -> (usize, usize))>,
         )
     }
 
@@ -192,7 +191,7 @@ impl FrameWriter<'_> {
         op: LeafOp<'_>,
         before: BeforeRef<'_>,
         page_size: usize,
-        fill: impl FnOnce(&mut [u8]),
+        fill: impl FnOnce(&mut [u8]) -> (usize, usize),
     ) -> u64 {
         self.leaf_record(page_id, tree, batch, op, before, Some((page_size, fill)))
     }
@@ -204,7 +203,7 @@ impl FrameWriter<'_> {
         batch: u64,
         op: LeafOp<'_>,
         before: BeforeRef<'_>,
-        image: Option<(usize, impl FnOnce(&mut [u8]))>,
+        image: Option<(usize, impl FnOnce(&mut [u8]) -> (usize, usize))>,
     ) -> u64 {
         let kind = match op {
             LeafOp::Put { .. } => KIND_PUT,
@@ -237,10 +236,7 @@ impl FrameWriter<'_> {
                 None => out.push(0),
                 Some((page_size, fill)) => {
                     out.push(1);
-                    out.extend_from_slice(&(page_size as u32).to_le_bytes());
-                    let at = out.len();
-                    out.resize(at + page_size, 0);
-                    fill(&mut out[at..]);
+                    page_image(out, page_size, fill);
                 }
             }
         })
@@ -251,6 +247,25 @@ impl FrameWriter<'_> {
             out.extend_from_slice(&batch.to_le_bytes())
         })
     }
+}
+
+/// Appends a page image: `[page size u32][gap start u32][gap length u32]` and the page's
+/// bytes without the gap (its free space, as `fill` reports after writing the whole page).
+fn page_image(out: &mut Vec<u8>, page_size: usize, fill: impl FnOnce(&mut [u8]) -> (usize, usize)) {
+    let header = out.len();
+    out.extend_from_slice(&[0; 12]);
+    let at = out.len();
+    out.resize(at + page_size, 0);
+    let (start, len) = fill(&mut out[at..]);
+    let (start, len) = if start.checked_add(len).is_some_and(|end| end <= page_size) {
+        (start, len)
+    } else {
+        (0, 0)
+    };
+    out.drain(at + start..at + start + len);
+    out[header..header + 4].copy_from_slice(&(page_size as u32).to_le_bytes());
+    out[header + 4..header + 8].copy_from_slice(&(start as u32).to_le_bytes());
+    out[header + 8..header + 12].copy_from_slice(&(len as u32).to_le_bytes());
 }
 
 /// A frame's header, decoded (not yet checked against its payload).
@@ -306,8 +321,7 @@ impl FrameHeader {
                 let mut images = Vec::new();
                 for _ in 0..count {
                     let page_id = reader.u64()?;
-                    let len = reader.u32()? as usize;
-                    images.push((page_id, reader.take(len)?.to_vec()));
+                    images.push((page_id, reader.page_image()?));
                 }
                 let count = reader.u32()? as usize;
                 if count > reader.bytes.len() / 8 {
@@ -338,7 +352,7 @@ impl FrameHeader {
                 };
                 let image = match reader.u8()? {
                     0 => None,
-                    1 => Some(reader.bytes_with_len()?),
+                    1 => Some(reader.page_image()?),
                     other => return Err(format!("unknown image tag {other}")),
                 };
                 match value {
@@ -403,6 +417,23 @@ impl Reader<'_> {
         ))
     }
 
+    /// A page image as `page_image` wrote it, with its gap zeroed again.
+    fn page_image(&mut self) -> Result<Vec<u8>, String> {
+        let (page_size, start, len) = (
+            self.u32()? as usize,
+            self.u32()? as usize,
+            self.u32()? as usize,
+        );
+        if page_size > MAX_PAGE || start.checked_add(len).is_none_or(|end| end > page_size) {
+            return Err("page image with an impossible size or gap".into());
+        }
+        let bytes = self.take(page_size - len)?;
+        let mut page = vec![0; page_size];
+        page[..start].copy_from_slice(&bytes[..start]);
+        page[start + len..].copy_from_slice(&bytes[start..]);
+        Ok(page)
+    }
+
     fn bytes_with_len(&mut self) -> Result<Vec<u8>, String> {
         let len = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
         Ok(self.take(len)?.to_vec())
@@ -430,6 +461,12 @@ mod tests {
         records
     }
 
+    fn gapped(byte: u8) -> Vec<u8> {
+        let mut page = vec![byte; 64];
+        page[10..20].fill(0);
+        page
+    }
+
     #[test]
     fn every_record_roundtrips_and_a_flipped_bit_is_caught() {
         let mut out = Vec::new();
@@ -440,7 +477,9 @@ mod tests {
         };
         writer.checkpoint(10, &[3, 5]);
         writer.structure(&[(7, 0xabu8), (8, 0xcd)], &[5], false, 64, |byte, page| {
-            page.fill(byte)
+            page.fill(byte);
+            page[10..20].fill(0);
+            (10, 10) // the gap is left out and comes back zeroed
         });
         writer.leaf(
             7,
@@ -469,7 +508,10 @@ mod tests {
             },
             BeforeRef::Absent,
             64,
-            |page| page.fill(1),
+            |page| {
+                page.fill(1);
+                (0, 0)
+            },
         );
         let end = writer.commit(9);
         assert_eq!(end, 4096 + out.len() as u64);
@@ -485,7 +527,7 @@ mod tests {
         assert_eq!(
             records[1].1,
             Record::Structure {
-                images: vec![(7, vec![0xab; 64]), (8, vec![0xcd; 64])],
+                images: vec![(7, gapped(0xab)), (8, gapped(0xcd))],
                 freed: vec![5],
                 new_tree: false,
             }

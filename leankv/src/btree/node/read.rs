@@ -207,6 +207,13 @@ impl<'a> Node<'a> {
             .saturating_sub(SLOTS + self.count() * SLOT_SIZE)
     }
 
+    /// The contiguous free bytes between the slots and the heap as (start, length): what a
+    /// page image in the log leaves out.
+    pub(crate) fn free_gap(&self) -> (usize, usize) {
+        let start = (SLOTS + self.count() * SLOT_SIZE).min(self.page.len());
+        (start, self.free_space())
+    }
+
     /// Free bytes after compaction.
     pub(crate) fn reclaimable_space(&self) -> usize {
         self.free_space() + self.page.u32(GARBAGE) as usize
