@@ -29,7 +29,7 @@ pub(crate) use record::{Before, BeforeRef, FrameWriter, LeafOp, Record};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
 use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -94,6 +94,10 @@ struct Inner {
     /// Wakes threads waiting for durability or for a checkpoint.
     progress: Condvar,
     durable: AtomicU64,
+    /// Set while an `Eventual` sync is due (`State::eventual_deadline` is set).
+    sync_armed: AtomicBool,
+    /// Set once `State::failed` is.
+    failed: AtomicBool,
     next_batch: AtomicU64,
     bytes: AtomicU64,
     syncs: AtomicU64,
@@ -135,6 +139,8 @@ impl Log {
             work: Condvar::new(),
             progress: Condvar::new(),
             durable: AtomicU64::new(end.lsn),
+            sync_armed: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             next_batch: AtomicU64::new(u64::from(generation) << 32),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -189,12 +195,18 @@ impl Log {
     /// Asks for the log up to now to be synced within the configured delay. Fails if the log
     /// failed earlier (the commit can never become durable).
     pub(crate) fn sync_eventually(&self) -> Result<()> {
+        // Fast path: a sync is already due for everything appended so far (the writer clears
+        // `sync_armed` in the same critical section in which it takes the chunks it syncs).
+        if self.inner.sync_armed.load(Ordering::Acquire) {
+            return self.check_healthy();
+        }
         let mut state = self.inner.state.lock();
         if let Some(reason) = &state.failed {
             return Err(log_failed(reason));
         }
         if state.eventual_deadline.is_none() {
             state.eventual_deadline = Some(Instant::now() + self.inner.config.eventual_delay);
+            self.inner.sync_armed.store(true, Ordering::Release);
             self.inner.work.notify_one();
         }
         Ok(())
@@ -202,6 +214,9 @@ impl Log {
 
     /// Fails if the log failed earlier: a commit made now could never become durable.
     pub(crate) fn check_healthy(&self) -> Result<()> {
+        if !self.inner.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match &self.inner.state.lock().failed {
             Some(reason) => Err(log_failed(reason)),
             None => Ok(()),
@@ -382,6 +397,7 @@ impl Inner {
             let target = state.end;
             if sync {
                 state.eventual_deadline = None;
+                self.sync_armed.store(false, Ordering::Release);
             }
             drop(state);
             let outcome = self.write_chunks(&chunks, &mut tail, &mut unsynced, sync);
@@ -391,6 +407,7 @@ impl Inner {
                 Ok(()) => {}
                 Err(error) => {
                     state.failed.get_or_insert(error.to_string());
+                    self.failed.store(true, Ordering::Release);
                     // Nothing more can be made durable; waiters see the failure.
                     state.requested = 0;
                     state.eventual_deadline = None;
