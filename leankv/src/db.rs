@@ -263,7 +263,10 @@ impl<P: Policy> Db<P> {
         Ok(names)
     }
 
-    /// Writes every dirty page, the free-page list and the superblock, and syncs.
+    /// Makes every commit so far durable, whatever its durability level, and writes a
+    /// checkpoint: every dirty page is written and synced, so the next recovery starts here.
+    /// (Without the log: writes every dirty page, the free-page list and the superblock, and
+    /// syncs.) Not needed for durability under `Durability::Immediate`.
     pub fn flush(&self) -> Result<()> {
         self.shared.flush()
     }
