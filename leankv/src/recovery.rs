@@ -126,6 +126,7 @@ pub(crate) fn redo(
             Record::Commit { batch } => {
                 committed.insert(*batch);
             }
+            Record::SyncMark { .. } => {}
         }
     }
     let offset = |page_id: u64| {

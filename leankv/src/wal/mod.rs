@@ -392,6 +392,12 @@ impl Inner {
             if state.shutdown && state.chunks.is_empty() {
                 return;
             }
+            if !state.chunks.is_empty() {
+                // How far the log was durable before this write: recovery finding damage
+                // below that knows synced records were lost (see `reader`).
+                let durable = self.durable.load(Ordering::Acquire);
+                self.append_locked(&mut state, |writer, _| writer.sync_mark(durable));
+            }
             let chunks = std::mem::take(&mut state.chunks);
             state.pending_bytes = 0;
             let target = state.end;

@@ -15,7 +15,9 @@
 //! * `Put` / `Remove`: one key of one leaf, with the tree (its root page id), the batch (0:
 //!   a single operation, committed by itself), for batches the value before, and the page's
 //!   full image after the change when it is the page's first change since a checkpoint began;
-//! * `Commit`: a batch is complete.
+//! * `Commit`: a batch is complete;
+//! * `SyncMark`: written with every write of the log, how far the log was durable before it,
+//!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
 //!
 //! Invariant: decoding never trusts a length it has not checked against the bytes it holds.
 
@@ -34,6 +36,7 @@ const KIND_PUT: u8 = 3;
 const KIND_REMOVE: u8 = 4;
 const KIND_COMMIT: u8 = 6;
 const KIND_NEW_TREE: u8 = 7;
+pub(crate) const KIND_SYNC_MARK: u8 = 8;
 
 /// What a leaf operation changed, for undoing it if its batch never commits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +82,9 @@ pub(crate) enum Record {
     },
     Commit {
         batch: u64,
+    },
+    SyncMark {
+        durable: u64,
     },
 }
 
@@ -242,6 +248,12 @@ impl FrameWriter<'_> {
         })
     }
 
+    pub(crate) fn sync_mark(&mut self, durable: u64) -> u64 {
+        self.frame(KIND_SYNC_MARK, |out| {
+            out.extend_from_slice(&durable.to_le_bytes())
+        })
+    }
+
     pub(crate) fn commit(&mut self, batch: u64) -> u64 {
         self.frame(KIND_COMMIT, |out| {
             out.extend_from_slice(&batch.to_le_bytes())
@@ -287,6 +299,10 @@ impl FrameHeader {
             generation: u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")),
             kind: bytes[20],
         }
+    }
+
+    pub(crate) fn is_sync_mark(&self) -> bool {
+        self.kind == KIND_SYNC_MARK
     }
 
     /// Bytes the whole frame occupies, padding included.
@@ -377,6 +393,9 @@ impl FrameHeader {
             }
             KIND_COMMIT => Record::Commit {
                 batch: reader.u64()?,
+            },
+            KIND_SYNC_MARK => Record::SyncMark {
+                durable: reader.u64()?,
             },
             other => return Err(format!("unknown log record kind {other}")),
         };
