@@ -1,6 +1,6 @@
 //! The key-value interface every benchmarked engine is driven through ([`Engine`]), the engines
 //! the benchmarks know ([`EngineKind`]) and how one is set up for a run ([`Setup`],
-//! [`PoolSize`]). The implementations live in `engines`, one file each.
+//! [`PoolSize`], [`DurabilityLevel`]). The implementations live in `engines`, one file each.
 
 use anyhow::Result;
 use clap::ValueEnum;
@@ -70,6 +70,13 @@ pub fn scan_count(engine: &dyn Engine, table: Table, start: &[u8], count: usize)
     Ok(seen)
 }
 
+/// The value of counter `name` in `counters` (`None`: the engine has no such counter).
+pub fn counter(counters: &[(&'static str, u64)], name: &str) -> Option<u64> {
+    counters
+        .iter()
+        .find_map(|&(n, value)| (n == name).then_some(value))
+}
+
 /// How much each of `engine`'s counters grew since `before` (an earlier `counters()`).
 pub fn counters_since(
     engine: &dyn Engine,
@@ -79,10 +86,7 @@ pub fn counters_since(
         .counters()
         .into_iter()
         .map(|(name, after)| {
-            let earlier = before
-                .iter()
-                .find_map(|&(n, value)| (n == name).then_some(value))
-                .unwrap_or(0);
+            let earlier = counter(before, name).unwrap_or(0);
             (name, after.saturating_sub(earlier))
         })
         .collect()
@@ -168,6 +172,49 @@ impl EngineKind {
     }
 }
 
+/// When a commit is durable: the `--durability` levels. Each engine maps a level to the
+/// closest setting it has, and its settings string says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DurabilityLevel {
+    /// No write-ahead log: leankv as the paper's logging-free engine (a crash loses everything
+    /// since the last flush); peers log as little as they can.
+    Off,
+    /// Logged, but never synced on the commit's account (when the log's buffer fills, at
+    /// checkpoints and on flush).
+    None,
+    /// Logged and synced within a bounded delay (leankv: 10 ms). leankv's default.
+    #[default]
+    Eventual,
+    /// Synced before the commit returns (leankv: group commit).
+    Immediate,
+}
+
+impl DurabilityLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            DurabilityLevel::Off => "off",
+            DurabilityLevel::None => "none",
+            DurabilityLevel::Eventual => "eventual",
+            DurabilityLevel::Immediate => "immediate",
+        }
+    }
+
+    /// leankv's durability for this level; `None` for `off` (no log at all).
+    pub fn leankv(self) -> Option<leankv::Durability> {
+        match self {
+            DurabilityLevel::Off => None,
+            DurabilityLevel::None => Some(leankv::Durability::None),
+            DurabilityLevel::Eventual => Some(leankv::Durability::Eventual),
+            DurabilityLevel::Immediate => Some(leankv::Durability::Immediate),
+        }
+    }
+}
+
+/// What loads run under: loads are not measured and end with a flush, so the cheapest level
+/// serves (a load in leankv's format opens under any level once closed cleanly).
+pub const LOAD_DURABILITY: DurabilityLevel = DurabilityLevel::Off;
+
 /// How an engine is set up for a run.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -181,6 +228,7 @@ pub struct Setup {
     pub tables: &'static [&'static str],
     /// Leaves leankv's range scans read ahead at most (0: none).
     pub scan_prefetch: usize,
+    pub durability: DurabilityLevel,
 }
 
 /// The memory budget of a run.
@@ -256,5 +304,23 @@ mod tests {
         assert!("abc".parse::<PoolSize>().is_err());
         assert!("-1M".parse::<PoolSize>().is_err());
         assert_eq!(PoolSize::OfData(0.5).bytes(1000), 500);
+    }
+
+    #[test]
+    fn durability_levels_parse_and_map_to_leankv() {
+        for level in DurabilityLevel::value_variants() {
+            assert_eq!(DurabilityLevel::from_str(level.name(), false), Ok(*level));
+        }
+        assert!(DurabilityLevel::from_str("sync", false).is_err());
+        assert_eq!(DurabilityLevel::default(), DurabilityLevel::Eventual);
+        assert_eq!(
+            DurabilityLevel::default().leankv(),
+            Some(leankv::Durability::default())
+        );
+        assert_eq!(DurabilityLevel::Off.leankv(), None);
+        assert_eq!(
+            DurabilityLevel::Immediate.leankv(),
+            Some(leankv::Durability::Immediate)
+        );
     }
 }

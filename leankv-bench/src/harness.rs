@@ -320,7 +320,7 @@ pub fn seconds<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{EngineKind, Setup};
+    use crate::engine::{DurabilityLevel, EngineKind, Setup};
     use std::sync::atomic::AtomicU64;
 
     fn engine(dir: &Path) -> std::sync::Arc<dyn Engine> {
@@ -331,6 +331,7 @@ mod tests {
             data_bytes: 1 << 20,
             tables: &["t"],
             scan_prefetch: 0,
+            durability: DurabilityLevel::default(),
         };
         crate::engines::open(EngineKind::Leankv, dir, &setup).unwrap()
     }

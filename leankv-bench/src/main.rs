@@ -24,7 +24,7 @@ mod ycsb;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use engine::{EngineKind, PoolSize};
+use engine::{DurabilityLevel, EngineKind, PoolSize};
 use std::path::PathBuf;
 use std::time::Duration;
 use suite::Suite;
@@ -149,6 +149,13 @@ struct RunArgs {
     /// cache first): the fair budget for engines that cache through the OS.
     #[arg(long)]
     memory_cap: bool,
+    /// When a commit is durable. The default, eventual, is leankv's default (log synced within
+    /// 10 ms); immediate syncs before each commit returns (group commit); none logs without
+    /// syncing on the commit's account; off runs leankv without its write-ahead log (the
+    /// paper's engine). Peers get their closest setting and the in-memory baselines never log:
+    /// each engine's settings in the results say what it ran with. Loads always run off.
+    #[arg(long, value_enum, default_value_t = DurabilityLevel::default())]
+    durability: DurabilityLevel,
 }
 
 #[derive(Args)]
@@ -306,6 +313,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         cooling: args.cooling,
         direct_io: args.common.direct_io,
         memory_cap: args.run.memory_cap,
+        durability: args.run.durability,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
         round: 1,
@@ -361,6 +369,7 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         check: args.check,
         direct_io: args.common.direct_io,
         memory_cap: args.run.memory_cap,
+        durability: args.run.durability,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
     };
@@ -449,6 +458,7 @@ fn headline(
         cooling: vec![0.1],
         direct_io: common.direct_io,
         memory_cap: false,
+        durability: DurabilityLevel::default(),
         data_dir: common.data_dir(),
         results: common.results(),
         round: 1,
@@ -483,4 +493,37 @@ fn headline(
         plot::engines(values, &title, plot_cmd::bar_label, path)
     })?;
     publish(common, &all, Some(&plot))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `--durability` of `ycsb` or `tpcc` parsed from `args`.
+    fn durability(args: &[&str]) -> Result<DurabilityLevel, clap::Error> {
+        let cli = Cli::try_parse_from(["leankv-bench"].iter().chain(args))?;
+        Ok(match cli.command {
+            Some(Command::Ycsb(ycsb)) => ycsb.run.durability,
+            Some(Command::Tpcc(tpcc)) => tpcc.run.durability,
+            _ => unreachable!("only ycsb and tpcc are parsed here"),
+        })
+    }
+
+    #[test]
+    fn durability_flag_parses_with_eventual_as_default() {
+        for command in ["ycsb", "tpcc"] {
+            assert_eq!(durability(&[command]).unwrap(), DurabilityLevel::Eventual);
+            for (text, level) in [
+                ("off", DurabilityLevel::Off),
+                ("none", DurabilityLevel::None),
+                ("eventual", DurabilityLevel::Eventual),
+                ("immediate", DurabilityLevel::Immediate),
+            ] {
+                assert_eq!(durability(&[command, "--durability", text]).unwrap(), level);
+            }
+            let error = durability(&[command, "--durability", "fsync"]).unwrap_err();
+            assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue);
+            assert!(error.to_string().contains("immediate"), "{error}");
+        }
+    }
 }

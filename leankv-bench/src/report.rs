@@ -100,6 +100,22 @@ pub fn read_records(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
 
 /// Bytes the files under `path` occupy on disk (sparse files count what is allocated).
 pub fn disk_usage(path: &Path) -> u64 {
+    disk_usage_of(path, &|_| true)
+}
+
+/// How leankv's write-ahead log files are named (`leankv.wal-0`, `leankv.wal-1`).
+const LEANKV_LOG_PREFIX: &str = "leankv.wal-";
+
+/// [`disk_usage`] without leankv's write-ahead log files: runs with the log leave them in kept
+/// loads, and pools sized as a multiple of the data must not grow with them.
+pub fn data_disk_usage(path: &Path) -> u64 {
+    disk_usage_of(path, &|name| {
+        !name.to_string_lossy().starts_with(LEANKV_LOG_PREFIX)
+    })
+}
+
+/// Bytes the files under `path` whose names `counts` accepts occupy on disk.
+fn disk_usage_of(path: &Path, counts: &dyn Fn(&std::ffi::OsStr) -> bool) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(path) else {
         return 0;
@@ -107,9 +123,9 @@ pub fn disk_usage(path: &Path) -> u64 {
     entries
         .flatten()
         .map(|entry| match entry.metadata() {
-            Ok(meta) if meta.is_dir() => disk_usage(&entry.path()),
-            Ok(meta) => meta.blocks() * 512,
-            Err(_) => 0,
+            Ok(meta) if meta.is_dir() => disk_usage_of(&entry.path(), counts),
+            Ok(meta) if counts(&entry.file_name()) => meta.blocks() * 512,
+            _ => 0,
         })
         .sum()
 }
@@ -137,6 +153,11 @@ pub fn process_io_bytes() -> (u64, u64) {
     procfs::process::Process::myself()
         .and_then(|me| me.io())
         .map_or((0, 0), |io| (io.read_bytes, io.write_bytes))
+}
+
+/// A table cell for an optional rate: `decimals` after the point, `-` when unknown.
+pub fn rate_or_dash(rate: Option<f64>, decimals: usize) -> String {
+    rate.map_or("-".into(), |rate| format!("{rate:.decimals$}"))
 }
 
 /// A plain text table (comfy-table): the first column left-aligned, the others right-aligned,
@@ -203,6 +224,15 @@ mod tests {
         let records = read_records(&path).unwrap();
         assert_eq!(records.len(), 2);
         assert_eq!(records[1]["engine"], "inmem");
+    }
+
+    #[test]
+    fn data_usage_leaves_out_leankv_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("leankv.pages"), vec![1; 8192]).unwrap();
+        std::fs::write(dir.path().join("leankv.wal-0"), vec![1; 65536]).unwrap();
+        let data = data_disk_usage(dir.path());
+        assert!(data > 0 && disk_usage(dir.path()) > data, "{data}");
     }
 
     #[test]

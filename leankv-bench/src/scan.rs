@@ -8,7 +8,7 @@
 //! memory speed while the large tree streams through the pool (hinting keeps the large scan's
 //! leaves cooling, read-ahead keeps its reads flowing).
 
-use crate::engine::{Engine, EngineKind, PoolSize, Setup, Table};
+use crate::engine::{DurabilityLevel, Engine, EngineKind, PoolSize, Setup, Table, LOAD_DURABILITY};
 use crate::engines;
 use crate::harness::{self, Clock, Environment, Record};
 use crate::report;
@@ -108,7 +108,7 @@ pub fn run(config: &Config) -> Result<Vec<ScanRecord>> {
     let mut records = Vec::new();
     for &kind in &config.engines {
         let path = ensure_loaded(config, kind)?;
-        let data_bytes = report::disk_usage(&path);
+        let data_bytes = report::data_disk_usage(&path);
         for &pool in &config.pools {
             for &prefetch in &config.prefetch {
                 let pool_bytes = pool.bytes(data_bytes).max(16 << 20);
@@ -151,7 +151,11 @@ fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
         );
     }
     let path = data_path(config, kind);
-    engines::load_once(kind, &path, &setup(config, 1 << 30, 0), |engine| {
+    let load_setup = Setup {
+        durability: LOAD_DURABILITY,
+        ..setup(config, 1 << 30, 0)
+    };
+    engines::load_once(kind, &path, &load_setup, |engine| {
         info!(
             "loading {} + {} records into {}",
             config.small_records,
@@ -183,6 +187,8 @@ fn setup(config: &Config, pool_bytes: usize, prefetch: usize) -> Setup {
         data_bytes: 0,
         tables: TABLES,
         scan_prefetch: prefetch,
+        // Scans only read: leankv's default serves.
+        durability: DurabilityLevel::default(),
     }
 }
 

@@ -3,7 +3,8 @@
 //! (and across invocations: a `.loaded` marker records a finished load).
 
 use crate::cgroup::{open_capped, MemoryCap};
-use crate::engine::{Engine, EngineKind, PoolSize, Setup};
+use crate::engine::LOAD_DURABILITY;
+use crate::engine::{counter, DurabilityLevel, Engine, EngineKind, PoolSize, Setup};
 use crate::engines;
 use crate::harness::{self, tempdir_in, Environment, Record};
 use crate::report::{self, Latency, Table};
@@ -38,6 +39,8 @@ pub struct Suite {
     pub direct_io: bool,
     /// Run each engine (except `inmem`) in a memory cgroup of the pool size + 10%.
     pub memory_cap: bool,
+    /// Of the measured runs (loads run with [`LOAD_DURABILITY`]).
+    pub durability: DurabilityLevel,
     pub data_dir: PathBuf,
     pub results: PathBuf,
     /// Which round of repeated runs this suite is (from 1), stored with every record.
@@ -71,6 +74,11 @@ pub struct YcsbRun {
     pub latency: Latency,
     pub page_reads_per_s: f64,
     pub page_writes_per_s: f64,
+    pub durability: DurabilityLevel,
+    /// Write-ahead log bytes written and log syncs per second (leankv; `None` for engines that
+    /// do not report them).
+    pub log_mib_written_per_s: Option<f64>,
+    pub log_syncs_per_s: Option<f64>,
     /// The engine's counters over the run (leankv: evictions, cooling hits, restarts, ...).
     pub engine_counters: BTreeMap<&'static str, u64>,
     pub peak_rss_bytes: u64,
@@ -148,6 +156,7 @@ fn load_setup(suite: &Suite) -> Setup {
         data_bytes: estimate as u64,
         tables: ycsb::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
+        durability: LOAD_DURABILITY,
     }
 }
 
@@ -165,7 +174,7 @@ fn ensure_loaded(suite: &Suite, kind: EngineKind, path: &Path) -> Result<()> {
 fn data_bytes(suite: &Suite) -> Result<u64> {
     let path = data_path(suite, EngineKind::Leankv);
     ensure_loaded(suite, EngineKind::Leankv, &path)?;
-    Ok(report::disk_usage(&path))
+    Ok(report::data_disk_usage(&path))
 }
 
 fn run_engine(
@@ -189,6 +198,7 @@ fn run_engine(
         data_bytes,
         tables: ycsb::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
+        durability: suite.durability,
     };
     let scratch = if kind.loads_per_run() {
         Some(tempdir_in(&suite.data_dir)?)
@@ -247,6 +257,11 @@ fn run_engine(
                 latency: measured.latency,
                 page_reads_per_s: measured.per_second(measured.io.page_reads),
                 page_writes_per_s: measured.per_second(measured.io.page_writes),
+                durability: suite.durability,
+                log_mib_written_per_s: counter(&measured.counters, "log_bytes_written")
+                    .map(|bytes| measured.per_second(bytes) / (1 << 20) as f64),
+                log_syncs_per_s: counter(&measured.counters, "log_syncs")
+                    .map(|syncs| measured.per_second(syncs)),
                 engine_counters: measured.counters.iter().copied().collect(),
                 peak_rss_bytes: measured.peak_rss_bytes,
                 memory_cap_bytes: cap.as_ref().map(|cap| cap.limit_bytes),
@@ -335,6 +350,8 @@ pub fn table(records: &[RunRecord]) -> Table {
         "p99.9 µs",
         "reads/s",
         "writes/s",
+        "log MiB/s",
+        "log syncs/s",
         "peak RSS MiB",
     ]);
     for record in records {
@@ -354,6 +371,8 @@ pub fn table(records: &[RunRecord]) -> Table {
             format!("{:.2}", record.latency.p999_us),
             format!("{:.0}", record.page_reads_per_s),
             format!("{:.0}", record.page_writes_per_s),
+            report::rate_or_dash(record.log_mib_written_per_s, 1),
+            report::rate_or_dash(record.log_syncs_per_s, 0),
             format!("{}", record.peak_rss_bytes >> 20),
         ]);
     }
@@ -442,6 +461,7 @@ mod tests {
             cooling: vec![0.1],
             direct_io: false,
             memory_cap: false,
+            durability: DurabilityLevel::default(),
             data_dir: dir.path().join("data"),
             results: dir.path().join("results.jsonl"),
             round: 1,
@@ -449,6 +469,10 @@ mod tests {
         let records = run(&suite).unwrap();
         assert_eq!(records.len(), 8);
         assert!(records.iter().all(|r| r.ops > 0 && r.pool_to_data >= 1.9));
+        // leankv reopens its log-free load with its log; the baselines never log.
+        assert!(records[0].engine_settings.contains("durability eventual"));
+        assert!(records[0].log_syncs_per_s.is_some());
+        assert!(records[2].engine_settings.contains("in-memory baseline"));
         assert_eq!(report::read_records(&suite.results).unwrap().len(), 8);
         // Beyond memory: the pool is a fifth of the data and pages are read.
         let small = Suite {

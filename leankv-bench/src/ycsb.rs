@@ -177,7 +177,7 @@ fn worker(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{EngineKind, Setup};
+    use crate::engine::{DurabilityLevel, EngineKind, Setup};
     use crate::engines::open;
 
     fn setup() -> Setup {
@@ -188,6 +188,7 @@ mod tests {
             data_bytes: 1 << 20,
             tables: TABLES,
             scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
+            durability: DurabilityLevel::default(),
         }
     }
 

@@ -2,21 +2,49 @@
 //! Fig. 7: hash-table translation, LRU, pessimistic latches, all three) and the baselines that
 //! keep every page in memory (`inmem`) or in an mmapped file (`mmap`).
 
-use crate::engine::{Engine, IoCounters, Setup, Table, Visit};
+use crate::engine::{DurabilityLevel, Engine, IoCounters, Setup, Table, Visit};
 use anyhow::{Context, Result};
 use leankv::ablations::{Db, Policy, Tree};
-use leankv::Options;
+use leankv::{Options, WriteBatch};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-/// leankv's options for `setup`.
+/// How long an eventual commit may wait for its sync: leankv's default, set here so that the
+/// settings can name it.
+const EVENTUAL_SYNC_DELAY: Duration = Duration::from_millis(10);
+
+/// leankv's options for `setup`: `--durability off` is the engine without its log.
 fn options(setup: &Setup) -> Options {
-    Options::default()
+    let options = Options::default()
         .pool_size(setup.pool_bytes)
         .cooling_fraction(setup.cooling_fraction)
         .direct_io(setup.direct_io)
-        .scan_prefetch(setup.scan_prefetch)
+        .scan_prefetch(setup.scan_prefetch);
+    match setup.durability.leankv() {
+        None => options.write_ahead_log(false),
+        Some(durability) => options
+            .durability(durability)
+            .eventual_sync_delay(EVENTUAL_SYNC_DELAY),
+    }
+}
+
+/// What the settings say about logging under `level`.
+fn durability_settings(level: DurabilityLevel) -> String {
+    match level {
+        DurabilityLevel::Off => "no WAL (flush on close)".into(),
+        DurabilityLevel::None => "WAL, durability none (synced when its buffer fills, at \
+                                  checkpoints and on flush)"
+            .into(),
+        DurabilityLevel::Eventual => format!(
+            "WAL, durability eventual (synced within {} ms)",
+            EVENTUAL_SYNC_DELAY.as_millis()
+        ),
+        DurabilityLevel::Immediate => {
+            "WAL, durability immediate (fdatasync before a commit returns, group commit)".into()
+        }
+    }
 }
 
 /// leankv under buffer-management policy `P`.
@@ -30,25 +58,32 @@ impl<P: Policy> LeanEngine<P> {
     pub fn open(dir: &Path, setup: &Setup) -> Result<Self> {
         let db = Db::<P>::open_with_policy(dir, options(setup))
             .with_context(|| format!("opening {} in {}", P::NAME, dir.display()))?;
-        Self::with_db(db, setup)
+        Self::with_db(db, setup, durability_settings(setup.durability))
     }
 
     /// The policies that never evict keep their pages in the pool alone (for `Mmap` a
     /// mapped file in `dir`, sized for all data whatever the budget); the `MemoryStorage`
-    /// behind them only holds the superblock.
+    /// behind them only holds the superblock. Nothing they hold survives the process, so they
+    /// run without a log whatever the durability asked for.
     pub fn open_in_memory(dir: &Path, setup: &Setup) -> Result<Self> {
         let storage = Arc::new(leankv::testing::MemoryStorage::new());
-        let mut options = options(setup).background_writer(false);
+        let mut options = options(setup)
+            .write_ahead_log(false)
+            .background_writer(false);
         if P::POOL_IN_FILE {
             let mapping = (setup.data_bytes as usize * 2).max(setup.pool_bytes);
             options = options.pool_size(mapping);
         }
         let db = Db::<P>::open_with_storage_and_policy(dir, options, storage)
             .with_context(|| format!("opening {}", P::NAME))?;
-        Self::with_db(db, setup)
+        let logging = format!(
+            "no WAL, nothing durable (in-memory baseline: --durability {} does not apply)",
+            setup.durability.name()
+        );
+        Self::with_db(db, setup, logging)
     }
 
-    fn with_db(db: Db<P>, setup: &Setup) -> Result<Self> {
+    fn with_db(db: Db<P>, setup: &Setup, logging: String) -> Result<Self> {
         let trees = setup
             .tables
             .iter()
@@ -57,7 +92,7 @@ impl<P: Policy> LeanEngine<P> {
         let stats = db.stats();
         let settings = format!(
             "pool {} MiB, {} KiB pages, cooling {:.0}%, scan read-ahead {} leaves, I/O {:?}, \
-             no WAL (flush on close)",
+             {logging}",
             setup.pool_bytes >> 20,
             stats.page_size >> 10,
             setup.cooling_fraction * 100.0,
@@ -82,6 +117,16 @@ impl<P: Policy> Engine for LeanEngine<P> {
 
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.trees[table].insert(key, value)?)
+    }
+
+    /// One atomic batch: with the log, one commit (and at most one sync) per call.
+    fn put_batch(&self, table: Table, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        let tree = &self.trees[table];
+        let mut batch = WriteBatch::<P>::default();
+        for (key, value) in pairs {
+            batch.insert(tree, key, value);
+        }
+        Ok(self.db.write(batch)?)
     }
 
     fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool> {
@@ -125,6 +170,8 @@ impl<P: Policy> Engine for LeanEngine<P> {
             ("read_waits", stats.read_waits),
             ("prefetch_reads", stats.prefetch_reads),
             ("scan_cooled", stats.scan_cooled),
+            ("log_bytes_written", stats.log_bytes_written),
+            ("log_syncs", stats.log_syncs),
         ]
     }
 
@@ -137,5 +184,83 @@ impl<P: Policy> Engine for LeanEngine<P> {
 
     fn settings(&self) -> String {
         self.settings.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{counter, DurabilityLevel, Engine, EngineKind, Setup};
+    use crate::engines::open;
+
+    fn setup(durability: DurabilityLevel) -> Setup {
+        Setup {
+            pool_bytes: 8 << 20,
+            cooling_fraction: 0.1,
+            direct_io: false,
+            data_bytes: 1 << 20,
+            tables: &["t"],
+            scan_prefetch: 0,
+            durability,
+        }
+    }
+
+    /// (log bytes, log syncs) after `puts` single puts and one batch of 100 pairs.
+    fn log_after_writes(engine: &dyn Engine, puts: u64) -> (u64, u64) {
+        for n in 0..puts {
+            engine.put(0, &n.to_be_bytes(), b"value").unwrap();
+        }
+        let pairs: Vec<_> = (puts..puts + 100)
+            .map(|n| (n.to_be_bytes().to_vec(), b"batched".to_vec()))
+            .collect();
+        engine.put_batch(0, &pairs).unwrap();
+        let mut value = Vec::new();
+        assert!(engine
+            .get(0, &(puts + 99).to_be_bytes(), &mut value)
+            .unwrap());
+        let counters = engine.counters();
+        (
+            counter(&counters, "log_bytes_written").unwrap(),
+            counter(&counters, "log_syncs").unwrap(),
+        )
+    }
+
+    #[test]
+    fn durability_levels_reach_the_log_counters_and_the_settings() {
+        let mut syncs_by_level = Vec::new();
+        for level in [
+            DurabilityLevel::Off,
+            DurabilityLevel::None,
+            DurabilityLevel::Immediate,
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = open(EngineKind::Leankv, dir.path(), &setup(level)).unwrap();
+            let (bytes, syncs) = log_after_writes(engine.as_ref(), 50);
+            let settings = engine.settings();
+            if level == DurabilityLevel::Off {
+                assert_eq!((bytes, syncs), (0, 0));
+                assert!(settings.contains("no WAL"), "{settings}");
+            } else {
+                assert!(bytes > 0, "{level:?}");
+                assert!(
+                    settings.contains(&format!("durability {}", level.name())),
+                    "{settings}"
+                );
+            }
+            syncs_by_level.push(syncs);
+        }
+        // Immediate waits for a sync per single put (one thread: no group to share it with).
+        assert!(syncs_by_level[2] >= 50, "{syncs_by_level:?}");
+        assert!(syncs_by_level[1] < syncs_by_level[2], "{syncs_by_level:?}");
+    }
+
+    #[test]
+    fn in_memory_baselines_never_log() {
+        for kind in [EngineKind::Inmem, EngineKind::Mmap] {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = open(kind, dir.path(), &setup(DurabilityLevel::Immediate)).unwrap();
+            assert_eq!(log_after_writes(engine.as_ref(), 50), (0, 0), "{kind:?}");
+            let settings = engine.settings();
+            assert!(settings.contains("in-memory baseline"), "{settings}");
+        }
     }
 }

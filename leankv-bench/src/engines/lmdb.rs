@@ -1,7 +1,7 @@
 //! LMDB through heed (feature `lmdb`): it has no cache of its own (the OS page cache holds its
-//! mapped file; cap it with a memory cgroup), commits without sync.
+//! mapped file; cap it with a memory cgroup), commits synced or not as `--durability` says.
 
-use crate::engine::{Engine, Setup, Table, Visit};
+use crate::engine::{DurabilityLevel, Engine, Setup, Table, Visit};
 use anyhow::Result;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
@@ -12,18 +12,35 @@ use std::path::Path;
 pub struct Lmdb {
     env: Env,
     tables: Vec<Database<Bytes, Bytes>>,
+    settings: String,
+}
+
+/// LMDB's flags closest to `level`, and what the settings say about them. LMDB has no log (its
+/// copy-on-write pages need none) and no timed sync, so only `immediate` differs.
+fn sync_flags(level: DurabilityLevel) -> (EnvFlags, &'static str) {
+    match level {
+        DurabilityLevel::Immediate => (
+            EnvFlags::empty(),
+            "synced commits (fdatasync per commit, no group commit)",
+        ),
+        DurabilityLevel::Off | DurabilityLevel::None | DurabilityLevel::Eventual => (
+            EnvFlags::NO_SYNC,
+            "NO_SYNC commits (synced on flush; LMDB has no log to turn off and no timed sync)",
+        ),
+    }
 }
 
 impl Lmdb {
     pub fn open(dir: &Path, setup: &Setup) -> Result<Lmdb> {
         std::fs::create_dir_all(dir)?;
+        let (sync, durability) = sync_flags(setup.durability);
         // SAFETY (heed's contract): this process opens the environment once and no other
         // process uses the directory during the run.
         let env = unsafe {
             EnvOpenOptions::new()
                 .map_size(256 << 30)
                 .max_dbs(setup.tables.len() as u32)
-                .flags(EnvFlags::NO_SYNC | EnvFlags::NO_READ_AHEAD)
+                .flags(sync | EnvFlags::NO_READ_AHEAD)
                 .open(dir)?
         };
         let mut txn = env.write_txn()?;
@@ -33,7 +50,26 @@ impl Lmdb {
             .map(|name| env.create_database(&mut txn, Some(name)))
             .collect::<heed::Result<_>>()?;
         txn.commit()?;
-        Ok(Lmdb { env, tables })
+        let settings = format!(
+            "mmap (OS page cache; cap with a memory cgroup), durability {}: {durability}, \
+             NO_READ_AHEAD, one write transaction per put or update",
+            setup.durability.name()
+        );
+        Ok(Lmdb {
+            env,
+            tables,
+            settings,
+        })
+    }
+}
+
+/// Closes the environment. heed keeps every environment it opened in a global map until told
+/// to close it, and refuses to open one path again with other flags (as a run whose durability
+/// differs from its load's does) while it is there.
+impl Drop for Lmdb {
+    fn drop(&mut self) {
+        // Takes the map's reference; the environment closes when `self.env` drops next.
+        drop(self.env.clone().prepare_for_closing());
     }
 }
 
@@ -106,8 +142,33 @@ impl Engine for Lmdb {
     }
 
     fn settings(&self) -> String {
-        "mmap (OS page cache; cap with a memory cgroup), NO_SYNC commits, \
-         NO_READ_AHEAD, one write transaction per put or update"
-            .into()
+        self.settings.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run reopens its load's environment with the run's durability (other flags).
+    #[test]
+    fn reopens_with_another_durability() {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = |durability| Setup {
+            pool_bytes: 8 << 20,
+            cooling_fraction: 0.1,
+            direct_io: false,
+            data_bytes: 1 << 20,
+            tables: &["t"],
+            scan_prefetch: 0,
+            durability,
+        };
+        let loaded = Lmdb::open(dir.path(), &setup(DurabilityLevel::Off)).unwrap();
+        loaded.put(0, b"key", b"value").unwrap();
+        drop(loaded);
+        let engine = Lmdb::open(dir.path(), &setup(DurabilityLevel::Immediate)).unwrap();
+        let mut value = Vec::new();
+        assert!(engine.get(0, b"key", &mut value).unwrap());
+        assert!(engine.settings().contains("durability immediate"));
     }
 }

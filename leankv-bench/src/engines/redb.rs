@@ -1,19 +1,22 @@
-//! redb (feature `redb`): its cache sized to the memory budget, one transaction per write, a
-//! durable commit every so often so that freed pages get reused.
+//! redb (feature `redb`): its cache sized to the memory budget, one transaction per write;
+//! every commit durable under `--durability immediate`, else a durable commit every so often so
+//! that freed pages get reused.
 
-use crate::engine::{Engine, Setup, Table, Visit};
+use crate::engine::{DurabilityLevel, Engine, Setup, Table, Visit};
 use anyhow::Result;
 use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One commit in this many is durable (see `write_txn`).
+/// One commit in this many is durable when commits are not all durable (see `write_txn`).
 const DURABLE_EVERY: u64 = 1000;
 
 pub struct Redb {
     db: Database,
     tables: &'static [&'static str],
     commits: AtomicU64,
+    /// `--durability immediate`: every commit is `Durability::Immediate`.
+    every_commit_durable: bool,
     settings: String,
 }
 
@@ -30,15 +33,29 @@ impl Redb {
             txn.open_table(Definition::new(name))?;
         }
         txn.commit()?;
+        let every_commit_durable = setup.durability == DurabilityLevel::Immediate;
+        // redb has no log to turn off and no timed sync, and its own Durability::Eventual
+        // fdatasyncs every commit on Linux just as Immediate does: off, none and eventual all
+        // get the periodic durable commit that page reuse needs.
+        let durability = if every_commit_durable {
+            "every commit Durability::Immediate (fdatasync per commit, no group commit)".into()
+        } else {
+            format!(
+                "Durability::None, durable every {DURABLE_EVERY} commits and per load batch \
+                 (redb has no log to turn off nor a timed sync; its Durability::Eventual syncs \
+                 every commit on Linux)"
+            )
+        };
         let settings = format!(
-            "cache {} MiB, one transaction per put or update, durable every \
-             {DURABLE_EVERY} commits and per load batch, else Durability::None",
-            setup.pool_bytes >> 20
+            "cache {} MiB, one transaction per put or update, durability {}: {durability}",
+            setup.pool_bytes >> 20,
+            setup.durability.name(),
         );
         Ok(Redb {
             db,
             tables: setup.tables,
             commits: AtomicU64::new(0),
+            every_commit_durable,
             settings,
         })
     }
@@ -52,10 +69,11 @@ impl Redb {
     /// grows without bound (tens of GB per million updates).
     fn write_txn(&self) -> Result<WriteTransaction> {
         let mut txn = self.db.begin_write()?;
-        if !self
-            .commits
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(DURABLE_EVERY)
+        if !self.every_commit_durable
+            && !self
+                .commits
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(DURABLE_EVERY)
         {
             txn.set_durability(Durability::None);
         }

@@ -1,11 +1,11 @@
 //! RocksDB (feature `rocksdb`): no compression, the memory budget split between the block cache
-//! and the memtables, direct reads as configured, WAL on without fsync per write.
+//! and the memtables, direct reads as configured, the WAL as `--durability` says.
 
-use crate::engine::{Engine, Setup, Table, Visit};
+use crate::engine::{DurabilityLevel, Engine, Setup, Table, Visit};
 use anyhow::Result;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
-    IteratorMode, DB,
+    IteratorMode, WriteOptions, DB,
 };
 use std::hash::BuildHasher;
 use std::path::Path;
@@ -19,7 +19,28 @@ pub struct Rocks {
     db: DB,
     tables: &'static [&'static str],
     update_locks: Vec<Mutex<()>>,
+    /// Every write's options: the durability level.
+    write_options: WriteOptions,
     settings: String,
+}
+
+/// RocksDB's write options closest to `level`, and what the settings say about them.
+fn write_options_for(level: DurabilityLevel) -> (WriteOptions, &'static str) {
+    let mut options = WriteOptions::default();
+    let described = match level {
+        DurabilityLevel::Off => {
+            options.disable_wal(true);
+            "WAL off (memtables reach disk on flush)"
+        }
+        DurabilityLevel::None | DurabilityLevel::Eventual => {
+            "WAL on without fsync per write (RocksDB has no timed WAL sync: eventual = none)"
+        }
+        DurabilityLevel::Immediate => {
+            options.set_sync(true);
+            "WAL synced before each write returns (sync writes, group commit)"
+        }
+    };
+    (options, described)
 }
 
 impl Rocks {
@@ -44,18 +65,21 @@ impl Rocks {
             .iter()
             .map(|name| ColumnFamilyDescriptor::new(*name, options.clone()));
         let db = DB::open_cf_descriptors(&options, dir, families)?;
+        let (write_options, durability) = write_options_for(setup.durability);
         let settings = format!(
             "block cache {} MiB + memtables {} MiB (shared by all column families), 16 KiB \
-             blocks, bloom 10 bits, no compression, direct reads {}, WAL on without fsync \
-             per write, updates as get + put under a striped lock",
+             blocks, bloom 10 bits, no compression, direct reads {}, durability {}: {durability}, \
+             updates as get + put under a striped lock",
             (setup.pool_bytes - memtables) >> 20,
             memtables >> 20,
-            setup.direct_io
+            setup.direct_io,
+            setup.durability.name(),
         );
         Ok(Rocks {
             db,
             tables: setup.tables,
             update_locks: (0..UPDATE_STRIPES).map(|_| Mutex::new(())).collect(),
+            write_options,
             settings,
         })
     }
@@ -85,7 +109,9 @@ impl Engine for Rocks {
     }
 
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.db.put_cf(self.family(table), key, value)?)
+        Ok(self
+            .db
+            .put_cf_opt(self.family(table), key, value, &self.write_options)?)
     }
 
     fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool> {
@@ -98,7 +124,8 @@ impl Engine for Rocks {
             return Ok(false);
         };
         modify(&mut value);
-        self.db.put_cf(family, key, value)?;
+        self.db
+            .put_cf_opt(family, key, value, &self.write_options)?;
         Ok(true)
     }
 
@@ -107,7 +134,7 @@ impl Engine for Rocks {
         let family = self.family(table);
         let existed = self.db.get_pinned_cf(family, key)?.is_some();
         if existed {
-            self.db.delete_cf(family, key)?;
+            self.db.delete_cf_opt(family, key, &self.write_options)?;
         }
         Ok(existed)
     }

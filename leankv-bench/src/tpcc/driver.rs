@@ -10,7 +10,7 @@ use super::setup::{Config, SEED};
 use super::txn::{Kind, Outcome, Worker};
 use super::{check, schema};
 use crate::cgroup::{open_capped, MemoryCap};
-use crate::engine::{Engine, EngineKind, Setup};
+use crate::engine::{counter, Engine, EngineKind, Setup};
 use crate::engines;
 use crate::harness::{self, tempdir_in, Clock, Environment, Record, Timed};
 use crate::report::{self, new_histogram, Latency};
@@ -46,6 +46,7 @@ pub(super) fn run_one(
         data_bytes: load_setup(config).data_bytes * 4,
         tables: schema::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
+        durability: config.durability,
     };
     let (engine, cap) = open_capped(kind, config.memory_cap, pool_bytes, || {
         if kind.loads_per_run() {
@@ -80,6 +81,7 @@ pub(super) fn run_one(
     let seconds = measured.elapsed.as_secs_f64();
     let per_second = |count: u64| count as f64 / seconds;
     let transactions: u64 = measured.committed.values().sum::<u64>() + measured.rolled_back;
+    let counters: Vec<_> = measured.counters.iter().map(|(&n, &v)| (n, v)).collect();
     let run = TpccRun {
         engine: kind.name(),
         engine_settings: engine.settings(),
@@ -101,6 +103,11 @@ pub(super) fn run_one(
         page_reads_per_s: per_second(measured.page_reads),
         page_writes_per_s: per_second(measured.page_writes),
         mib_written_per_s: measured.bytes_written as f64 / seconds / (1 << 20) as f64,
+        durability: config.durability,
+        commit_unit: super::COMMIT_UNIT,
+        log_mib_written_per_s: counter(&counters, "log_bytes_written")
+            .map(|bytes| per_second(bytes) / (1 << 20) as f64),
+        log_syncs_per_s: counter(&counters, "log_syncs").map(per_second),
         engine_counters: measured.counters,
         peak_rss_bytes: measured.peak_rss_bytes,
         memory_cap_bytes: cap.as_ref().map(|cap| cap.limit_bytes),

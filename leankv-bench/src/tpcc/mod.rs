@@ -28,6 +28,12 @@ use crate::report;
 use anyhow::{bail, Context, Result};
 use setup::ensure_loaded;
 
+/// What one commit covers, stored with every run: the engines are driven one operation at a
+/// time, so a transaction is as many commits as it has writes (see `txn`).
+pub const COMMIT_UNIT: &str =
+    "operation: each write of a transaction commits on its own, so a crash can leave a \
+     transaction partly applied";
+
 /// Runs `config`, appending each run to the results file; fails if a check fails.
 pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
     if config.warehouses == 0 || config.threads.contains(&0) {
@@ -53,7 +59,7 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
         .iter()
         .any(|p| matches!(p, PoolSize::OfData(_)))
     {
-        report::disk_usage(&ensure_loaded(config, EngineKind::Leankv)?)
+        report::data_disk_usage(&ensure_loaded(config, EngineKind::Leankv)?)
     } else {
         0
     };
@@ -76,6 +82,10 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
         }
     }
     println!("{}", table(&records).render());
+    println!(
+        "durability {} per write, not per transaction: transactions are not atomic under a crash",
+        config.durability.name()
+    );
     if config.repeat > 1 {
         println!(
             "\nmedians over {} rounds:\n{}",

@@ -1,8 +1,9 @@
 //! What a TPC-C run records (per-second samples and the run's totals) and the tables printed
 //! at the end: every run, and medians over rounds.
 
+use crate::engine::DurabilityLevel;
 use crate::harness::Record;
-use crate::report::{Latency, Table};
+use crate::report::{rate_or_dash, Latency, Table};
 use crate::stats::{group_by, Spread};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -48,6 +49,13 @@ pub struct TpccRun {
     pub page_reads_per_s: f64,
     pub page_writes_per_s: f64,
     pub mib_written_per_s: f64,
+    pub durability: DurabilityLevel,
+    /// What one commit covers: each write of a transaction commits on its own (see `txn`).
+    pub commit_unit: &'static str,
+    /// Write-ahead log bytes written and log syncs per second (leankv; `None` for engines that
+    /// do not report them).
+    pub log_mib_written_per_s: Option<f64>,
+    pub log_syncs_per_s: Option<f64>,
     pub engine_counters: BTreeMap<&'static str, u64>,
     pub peak_rss_bytes: u64,
     pub memory_cap_bytes: Option<u64>,
@@ -111,6 +119,8 @@ pub fn table(records: &[TpccRecord]) -> Table {
         "NO p99 µs",
         "reads/s",
         "MiB/s written",
+        "log MiB/s",
+        "log syncs/s",
         "check",
     ]);
     for record in records {
@@ -135,6 +145,8 @@ pub fn table(records: &[TpccRecord]) -> Table {
             format!("{:.0}", record.latency["new_order"].p99_us),
             format!("{:.0}", record.page_reads_per_s),
             format!("{:.1}", record.mib_written_per_s),
+            rate_or_dash(record.log_mib_written_per_s, 1),
+            rate_or_dash(record.log_syncs_per_s, 0),
             record.check.to_string(),
         ]);
     }

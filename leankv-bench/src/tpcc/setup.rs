@@ -4,7 +4,7 @@
 use super::load;
 use super::random::NurandConstants;
 use super::schema;
-use crate::engine::{Engine, EngineKind, PoolSize, Setup};
+use crate::engine::{DurabilityLevel, Engine, EngineKind, PoolSize, Setup, LOAD_DURABILITY};
 use crate::engines;
 use crate::harness;
 use crate::report;
@@ -36,6 +36,8 @@ pub struct Config {
     pub check: bool,
     pub direct_io: bool,
     pub memory_cap: bool,
+    /// Of every write a transaction makes, each its own commit (see `txn`).
+    pub durability: DurabilityLevel,
     pub data_dir: PathBuf,
     pub results: PathBuf,
 }
@@ -62,6 +64,7 @@ pub(super) fn load_setup(config: &Config) -> Setup {
         data_bytes: estimate,
         tables: schema::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
+        durability: LOAD_DURABILITY,
     }
 }
 

@@ -5,7 +5,7 @@ use super::schema::*;
 use super::setup::{constants, load_setup, Config, SEED};
 use super::txn::{Kind, Outcome, Worker};
 use super::*;
-use crate::engine::{EngineKind, PoolSize, Setup};
+use crate::engine::{DurabilityLevel, EngineKind, PoolSize, Setup};
 use crate::engines;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,6 +25,7 @@ fn config(dir: &Path) -> Config {
         check: true,
         direct_io: false,
         memory_cap: false,
+        durability: DurabilityLevel::Immediate,
         data_dir: dir.join("data"),
         results: dir.join("results.jsonl"),
     }
@@ -132,6 +133,11 @@ fn a_short_run_records_its_time_series_and_passes_the_checks() {
     assert!(record.transactions > 0 && record.committed["new_order"] > 0);
     assert!(!record.series.is_empty() && record.series.iter().all(|s| s.second > 0.0));
     assert!(record.data_bytes_end > record.data_bytes_start);
+    // Immediate durability: every commit waited for a log sync, and the record says that
+    // transactions were not atomic.
+    assert!(record.engine_settings.contains("durability immediate"));
+    assert!(record.log_syncs_per_s.unwrap() > 0.0 && record.log_mib_written_per_s.unwrap() > 0.0);
+    assert!(record.commit_unit.starts_with("operation"));
     assert_eq!(report::read_records(&config.results).unwrap().len(), 1);
     // Rounds reuse the load and start from the loaded state again.
     let again = run(&Config {

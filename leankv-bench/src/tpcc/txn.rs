@@ -1,8 +1,11 @@
 //! The five TPC-C transactions (clauses 2.4–2.8) over the key-value interface.
 //!
 //! The engines are driven one operation at a time, without multi-operation transactions, so
-//! every transaction is a sequence of single-key operations. Three rules keep the database
-//! consistent anyway:
+//! every transaction is a sequence of single-key operations, each its own commit at the run's
+//! durability: a crash can leave a transaction partly applied (records say so in
+//! `commit_unit`). Atomic transactions would need the `Engine` interface to group writes with
+//! read-your-writes and per-key locking across a transaction (leankv's `WriteBatch` only groups
+//! blind writes). Three rules keep the database consistent while running:
 //! * Read-modify-writes of a row (counters, balances, stock) go through [`Engine::update`],
 //!   which is atomic per key.
 //! * New-Order's 1% rollback case (an unused item id, clause 2.4.2.3) is detected before
