@@ -22,7 +22,7 @@ use crate::io::{AlignedBuf, Storage};
 use crate::options::Options;
 use crate::recovery::{self, Undo};
 use crate::shared::DbShared;
-use crate::wal::{read_log, Log, LogConfig, LogEnd, LogPosition, Tail};
+use crate::wal::{read_log, Log, LogConfig, LogEnd, LogPosition, Tail, MAX_LSN};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -124,7 +124,7 @@ pub(crate) fn open<P: Policy>(
             recovery_stats.pages = redone.pages as u64;
             recovery_stats.batches_rolled_back = redone.batches_rolled_back as u64;
             recovery_stats.duration = started.elapsed();
-            let generation = sb.generation.max(read.generation) + 1;
+            let generation = next_generation(sb.generation.max(read.generation))?;
             let log = Log::start(logs, log_config, read.end, start, generation)?;
             unfinished = Unfinished {
                 undo: redone.undo,
@@ -153,7 +153,10 @@ pub(crate) fn open<P: Policy>(
                 sb.free_list_len,
                 sb.page_count,
             )?;
-            let generation = sb.generation + 1;
+            let generation = next_generation(sb.generation)?;
+            if sb.log_end > MAX_LSN {
+                return Err(Error::corruption(0, "superblock: log end out of range"));
+            }
             let start = sb.log_end.max(FIRST_LSN).next_multiple_of(4096);
             let log = options
                 .write_ahead_log
@@ -212,6 +215,13 @@ pub(crate) fn open<P: Policy>(
         }
     })?;
     Ok(shared)
+}
+
+/// The generation after `generation`; only a damaged file has none.
+fn next_generation(generation: u32) -> Result<u32> {
+    generation
+        .checked_add(1)
+        .ok_or_else(|| Error::corruption(0, "log generation at its maximum"))
 }
 
 /// Starts a log with nothing to recover: its first checkpoint goes to file 0 at offset 0.

@@ -78,9 +78,7 @@ pub(crate) fn redo(
                     new_trees.push(images[0].0);
                 }
                 for &page_id in freed {
-                    if page_id == 0 {
-                        return Err(log_damage(0, "page 0 freed"));
-                    }
+                    check_page_id(page_id, page_size)?;
                     // A page allocated and freed within one checkpoint interval may already
                     // be free in the checkpoint's snapshot: freeing is idempotent here.
                     free.insert(page_id);
@@ -161,6 +159,15 @@ pub(crate) fn redo(
     })
 }
 
+/// A page id from the log must name a page a file can hold (so `page_id + 1` cannot
+/// overflow either).
+fn check_page_id(page_id: u64, page_size: usize) -> Result<()> {
+    if page_id == 0 || page_id >= i64::MAX as u64 / page_size as u64 {
+        return Err(log_damage(page_id, "a page id out of range"));
+    }
+    Ok(())
+}
+
 /// Checks a page image from the log and makes it the page's current state.
 fn install_image(
     pages: &mut HashMap<u64, AlignedBuf>,
@@ -169,11 +176,9 @@ fn install_image(
     bytes: &[u8],
     end_lsn: u64,
 ) -> Result<()> {
-    if page_id == 0 || bytes.len() != page_size {
-        return Err(log_damage(
-            page_id,
-            "a page image of the wrong size or page",
-        ));
+    check_page_id(page_id, page_size)?;
+    if bytes.len() != page_size {
+        return Err(log_damage(page_id, "a page image of the wrong size"));
     }
     check_image(bytes).map_err(|reason| log_damage(page_id, reason))?;
     let mut page = AlignedBuf::new(page_size);

@@ -18,7 +18,7 @@
 //! Invariant: no record is returned that did not pass every check above.
 
 use super::record::{FrameHeader, Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
-use super::{LogPosition, Tail};
+use super::{LogPosition, Tail, MAX_LSN};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
 use std::sync::Arc;
@@ -43,6 +43,12 @@ pub(crate) struct ReadLog {
 
 /// Reads the log from the checkpoint at `start`, whose record must be there.
 pub(crate) fn read_log(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Result<ReadLog> {
+    if start.lsn > MAX_LSN {
+        return Err(Error::corruption(
+            0,
+            "superblock: checkpoint LSN out of range",
+        ));
+    }
     let first = read_file(files[start.file].as_ref())?;
     let mut records = Vec::new();
     let (mut lsn, mut generation) = (start.lsn, 0);
@@ -152,7 +158,9 @@ fn read_frames(
     records: &mut Vec<(u64, Record)>,
 ) -> u64 {
     loop {
-        let at = offset as usize;
+        let Some(at) = usize::try_from(offset).ok().filter(|&at| at <= bytes.len()) else {
+            return offset;
+        };
         let Some(header_bytes) = bytes.get(at..at + FRAME_HEADER) else {
             return offset;
         };
@@ -169,9 +177,12 @@ fn read_frames(
         let Ok(record) = header.decode_record(header_bytes, payload) else {
             return offset;
         };
-        *generation = header.generation;
         let len = header.frame_len() as u64;
-        *lsn += len;
+        let Some(next) = lsn.checked_add(len).filter(|&next| next <= MAX_LSN) else {
+            return offset;
+        };
+        *generation = header.generation;
+        *lsn = next;
         offset += len;
         records.push((*lsn, record));
     }
