@@ -1,7 +1,9 @@
 //! The device under the data directory, measured with fio in the same sitting as the engines
 //! (DESIGN.md §5): random 16 KiB reads (leankv's page size) at queue depth 1 with one and two
-//! jobs, and sequential 1 MiB reads, all with O_DIRECT. The scan benchmark measures sequential
-//! bandwidth itself, before and after its runs.
+//! jobs, and sequential 1 MiB reads, all with O_DIRECT; and synced writes: 4 KiB written and
+//! `fdatasync`ed one after the other, the rate that bounds a commit that syncs alone (what
+//! group commit is measured against). The scan benchmark measures sequential bandwidth
+//! itself, before and after its runs.
 
 use crate::harness::{self, Environment, Record};
 use crate::report;
@@ -20,6 +22,8 @@ pub struct DeviceRun {
     pub random_read_iops_1_job: f64,
     pub random_read_iops_2_jobs: f64,
     pub sequential_read_mib_s: f64,
+    /// 4 KiB writes, each followed by `fdatasync`, per second (one job).
+    pub synced_writes_per_s: f64,
     pub block_size_random: u32,
     pub file_bytes: u64,
 }
@@ -28,7 +32,19 @@ const FILE_BYTES: u64 = 2 << 30;
 
 /// Runs one fio job on `file` and returns what it measured for reads.
 fn fio(file: &Path, rw: &str, block: &str, jobs: u32, seconds: u64) -> Result<serde_json::Value> {
-    info!("fio: {rw} {block} x{jobs} jobs, {seconds} s");
+    Ok(fio_job(file, rw, block, jobs, seconds, &["--direct=1"])?["read"].clone())
+}
+
+/// Runs one fio job on `file` with `extra` arguments; returns fio's report of the job.
+fn fio_job(
+    file: &Path,
+    rw: &str,
+    block: &str,
+    jobs: u32,
+    seconds: u64,
+    extra: &[&str],
+) -> Result<serde_json::Value> {
+    info!("fio: {rw} {block} x{jobs} jobs {extra:?}, {seconds} s");
     let output = Command::new("fio")
         .args([
             "--name=leankv-device",
@@ -39,19 +55,20 @@ fn fio(file: &Path, rw: &str, block: &str, jobs: u32, seconds: u64) -> Result<se
             &format!("--numjobs={jobs}"),
             "--iodepth=1",
             "--ioengine=psync",
-            "--direct=1",
             "--time_based",
             &format!("--runtime={seconds}"),
             "--group_reporting",
             "--output-format=json",
         ])
+        // Later arguments override earlier ones (`--size` for the synced writes).
+        .args(extra)
         .output()
         .context("running fio (install it: apt-get install fio)")?;
     if !output.status.success() {
         bail!("fio failed: {}", String::from_utf8_lossy(&output.stderr));
     }
     let json: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    Ok(json["jobs"][0]["read"].clone())
+    Ok(json["jobs"][0].clone())
 }
 
 /// Sequential 1 MiB O_DIRECT reads on a scratch file in `dir`, in MiB/s.
@@ -78,10 +95,23 @@ pub fn measure(dir: &Path, results: &Path, seconds: u64) -> Result<DeviceRecord>
         .as_f64()
         .unwrap_or(0.0);
     std::fs::remove_file(&file).ok();
+    // Like a log: appends to a small file, each synced before the next.
+    let synced = fio_job(
+        &file,
+        "write",
+        "4k",
+        1,
+        seconds,
+        &["--fdatasync=1", "--size=64m"],
+    )?["write"]["iops"]
+        .as_f64()
+        .unwrap_or(0.0);
+    std::fs::remove_file(&file).ok();
     let run = DeviceRun {
         random_read_iops_1_job: random_1,
         random_read_iops_2_jobs: random_2,
         sequential_read_mib_s: sequential_kib / 1024.0,
+        synced_writes_per_s: synced,
         block_size_random: 16 << 10,
         file_bytes: FILE_BYTES,
     };
@@ -92,8 +122,12 @@ pub fn measure(dir: &Path, results: &Path, seconds: u64) -> Result<DeviceRecord>
         run,
     };
     println!(
-        "device: {:.0} random 16 KiB reads/s (1 job), {:.0} (2 jobs), {:.0} MiB/s sequential",
-        record.random_read_iops_1_job, record.random_read_iops_2_jobs, record.sequential_read_mib_s
+        "device: {:.0} random 16 KiB reads/s (1 job), {:.0} (2 jobs), {:.0} MiB/s sequential, \
+         {:.0} synced 4 KiB writes/s",
+        record.random_read_iops_1_job,
+        record.random_read_iops_2_jobs,
+        record.sequential_read_mib_s,
+        record.synced_writes_per_s
     );
     report::append(results, &record)?;
     Ok(record)
