@@ -258,3 +258,48 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
     }
     Ok(undo)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(batch: u64, key: &str, value: &str, before: Before) -> (u64, Record) {
+        let record = Record::Put {
+            page_id: 5,
+            tree: 1,
+            batch,
+            key: key.into(),
+            value: value.into(),
+            before,
+            image: None,
+        };
+        (0, record)
+    }
+
+    #[test]
+    fn undo_restores_last_first_and_leaves_keys_a_later_commit_wrote() {
+        let old = |value: &str| Before::Value(value.into());
+        let records = vec![
+            put(7, "a", "a1", old("a0")),
+            put(7, "b", "b1", Before::Absent),
+            put(0, "a", "a2", Before::Unrecorded), // committed after batch 7 changed "a"
+            put(7, "c", "c1", old("c0")),
+            put(7, "c", "c2", old("c1")),
+            put(8, "d", "d1", old("d0")),
+            (0, Record::Commit { batch: 8 }),
+        ];
+        let undo = undo_list(&records, &HashSet::from([7])).unwrap();
+        let undo: Vec<(&[u8], Option<&[u8]>)> = undo
+            .iter()
+            .map(|u| (u.key.as_slice(), u.before.as_deref()))
+            .collect();
+        assert_eq!(
+            undo,
+            vec![
+                (&b"c"[..], Some(&b"c1"[..])),
+                (&b"c"[..], Some(&b"c0"[..])),
+                (&b"b"[..], None),
+            ]
+        );
+    }
+}
