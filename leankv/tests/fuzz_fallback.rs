@@ -17,7 +17,7 @@
 mod fuzzing;
 
 use fuzzing::input::Rng;
-use fuzzing::{case_limit, install_panic_recorder, run_guarded, Outcome, Target};
+use fuzzing::{case_limit, fnv, install_panic_recorder, run_guarded, Outcome, Target};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -34,6 +34,7 @@ fn cases(target: Target) -> u64 {
             Target::OpenFile => 4000,
             Target::Page => 2500,
             Target::Ops => 600,
+            Target::Log => 1200,
         })
 }
 
@@ -48,21 +49,23 @@ fn findings_dir(target: Target) -> PathBuf {
     base.join("fuzz-findings").join(target.name())
 }
 
-fn fnv(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// One generated input.
 fn generate(target: Target, rng: &mut Rng) -> Vec<u8> {
     let len = match target {
         Target::OpenFile => 2 + rng.below(160),
         Target::Page => 8 + rng.below(240),
         Target::Ops => 16 + rng.below(1200),
+        Target::Log => 4 + rng.below(200),
     } as usize;
     let mut data = vec![0u8; len];
     rng.fill(&mut data);
+    if target == Target::Log {
+        // Mostly structured (checksum-fixed) edits; raw byte edits now and then.
+        data[0] = match rng.below(4) {
+            0 => 4 * rng.below(64) as u8,
+            _ => 1 + 4 * rng.below(63) as u8 + rng.below(3) as u8,
+        };
+    }
     if target == Target::OpenFile {
         // Mostly structured edits of a valid image; raw and paged files now and then.
         data[0] = match rng.below(10) {
@@ -285,6 +288,11 @@ fn fuzz_ops() {
 }
 
 #[test]
+fn fuzz_log() {
+    fuzz(Target::Log);
+}
+
+#[test]
 fn seeds_open_file() {
     replay_dir(Target::OpenFile, "corpus");
 }
@@ -297,6 +305,11 @@ fn seeds_page() {
 #[test]
 fn seeds_ops() {
     replay_dir(Target::Ops, "corpus");
+}
+
+#[test]
+fn seeds_log() {
+    replay_dir(Target::Log, "corpus");
 }
 
 #[test]
@@ -314,6 +327,11 @@ fn regressions_ops() {
     replay_dir(Target::Ops, "regressions");
 }
 
+#[test]
+fn regressions_log() {
+    replay_dir(Target::Log, "regressions");
+}
+
 /// `LEANKV_FUZZ_REPLAY=<file> LEANKV_FUZZ_TARGET=<target> cargo test --test fuzz_fallback
 /// replay -- --nocapture` runs one input and prints what happened (no-op without the file).
 /// With `LEANKV_FUZZ_MINIMIZE=1` it then shrinks the input while the finding keeps its
@@ -327,7 +345,7 @@ fn replay() {
     let target = Target::ALL
         .into_iter()
         .find(|t| t.name() == name)
-        .expect("LEANKV_FUZZ_TARGET: open_file, page or ops");
+        .expect("LEANKV_FUZZ_TARGET: open_file, page, ops or log");
     install_panic_recorder();
     // Relative paths are taken from the repository root (tests run in leankv/).
     let path = PathBuf::from(path);

@@ -10,6 +10,10 @@
 //!   recomputed); get, scan, insert, remove, update, flush and reopen through it.
 //! * [`ops::run`]: operation sequences at the key and value size limits against a `BTreeMap`,
 //!   with every page size and the smallest pool; file growth is bounded.
+//! * [`log::run`]: a database crashed mid-workload (page file and two write-ahead log files
+//!   after power loss) whose log files get raw or checksum-fixed structure-aware edits (and
+//!   sometimes its superblock's checkpoint reference); open (recovery), read everything,
+//!   sometimes write, reopen or crash again and recover, read again.
 //!
 //! The rules (issue 14): never hang, never panic, never invent a value. A returned pair must
 //! have been written through the API or be an entry of a well-formed node of the file (see
@@ -20,6 +24,7 @@
 
 pub mod image;
 pub mod input;
+pub mod log;
 pub mod nodes;
 pub mod open_file;
 pub mod ops;
@@ -38,16 +43,18 @@ pub enum Target {
     OpenFile,
     Page,
     Ops,
+    Log,
 }
 
 impl Target {
-    pub const ALL: [Target; 3] = [Target::OpenFile, Target::Page, Target::Ops];
+    pub const ALL: [Target; 4] = [Target::OpenFile, Target::Page, Target::Ops, Target::Log];
 
     pub fn name(self) -> &'static str {
         match self {
             Target::OpenFile => "open_file",
             Target::Page => "page",
             Target::Ops => "ops",
+            Target::Log => "log",
         }
     }
 
@@ -56,6 +63,7 @@ impl Target {
             Target::OpenFile => open_file::run(data),
             Target::Page => page::run(data),
             Target::Ops => ops::run(data),
+            Target::Log => log::run(data),
         }
     }
 }
@@ -517,6 +525,13 @@ pub fn in_bounds(key: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
         Bound::Unbounded => true,
     };
     above && below
+}
+
+/// FNV-1a: a stable hash for seeding input streams and naming images in reports.
+pub fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A fresh directory for the lock file.

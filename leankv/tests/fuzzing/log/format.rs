@@ -1,0 +1,303 @@
+//! The log's format as the target reads and edits it: frames found, decoded and sealed as the
+//! engine's reader would see them (decoding more leniently), and the superblock's log fields.
+
+use crate::fuzzing::nodes::{get_u32, get_u64};
+use std::borrow::Cow;
+
+// The frame format (`leankv/src/wal/record.rs`).
+pub const FRAME_HEADER: usize = 24;
+pub const FRAME_ALIGN: usize = 8;
+pub const MAX_PAYLOAD: usize = 1 << 30;
+pub const KIND_CHECKPOINT: u8 = 1;
+pub const KIND_STRUCTURE: u8 = 2;
+pub const KIND_PUT: u8 = 3;
+pub const KIND_REMOVE: u8 = 4;
+pub const KIND_COMMIT: u8 = 6;
+pub const KIND_NEW_TREE: u8 = 7;
+pub const KIND_SYNC_MARK: u8 = 8;
+/// Largest page an image may claim.
+const MAX_PAGE: usize = 1 << 16;
+/// The reader reads whole sectors; a partial last sector reads as zeros.
+pub const SECTOR: usize = 512;
+
+// The superblock's log fields (`leankv/src/io/superblock.rs`).
+pub const SB_OPEN_MARK: usize = 52;
+pub const SB_LOG_MARK: usize = 53;
+pub const SB_CHECKPOINT_LSN: usize = 56;
+pub const SB_CHECKPOINT_OFFSET: usize = 64;
+pub const SB_CHECKPOINT_FILE: usize = 72;
+pub const SB_GENERATION: usize = 76;
+pub const SB_LOG_END: usize = 80;
+
+/// Writes the `width` low bytes of `value` at `at`, little-endian (fields are 1, 4 or 8 wide).
+pub fn set_le(bytes: &mut [u8], at: usize, width: usize, value: u64) {
+    bytes[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+}
+
+/// The little-endian integer of `width` bytes at `at`.
+pub fn get_le(bytes: &[u8], at: usize, width: usize) -> u64 {
+    let mut value = [0u8; 8];
+    value[..width].copy_from_slice(&bytes[at..at + width]);
+    u64::from_le_bytes(value)
+}
+
+/// A frame whose checksum holds (wherever it lies, whatever its LSN and generation).
+#[derive(Debug, Clone, Copy)]
+pub struct Frame {
+    pub offset: usize,
+    /// Bytes it occupies, padding included.
+    pub len: usize,
+    pub payload_len: usize,
+    pub lsn: u64,
+    pub generation: u32,
+    pub kind: u8,
+}
+
+impl Frame {
+    pub fn end(&self) -> usize {
+        self.offset + self.len
+    }
+}
+
+fn crc_of(bytes: &[u8], at: usize, payload_len: usize) -> Option<u32> {
+    let header = bytes.get(at + 4..at + FRAME_HEADER)?;
+    let payload = bytes.get(at + FRAME_HEADER..(at + FRAME_HEADER).checked_add(payload_len)?)?;
+    Some(crc32c::crc32c_append(crc32c::crc32c(header), payload))
+}
+
+/// The frame at `at`, if its kind is one the reader decodes and its checksum holds.
+pub fn frame_at(bytes: &[u8], at: usize) -> Option<Frame> {
+    let header = bytes.get(at..at + FRAME_HEADER)?;
+    let payload_len = get_u32(header, 4) as usize;
+    let kind = header[20];
+    if payload_len > MAX_PAYLOAD
+        || !matches!(
+            kind,
+            KIND_CHECKPOINT
+                | KIND_STRUCTURE
+                | KIND_PUT
+                | KIND_REMOVE
+                | KIND_COMMIT
+                | KIND_NEW_TREE
+                | KIND_SYNC_MARK
+        )
+    {
+        return None;
+    }
+    (crc_of(bytes, at, payload_len)? == get_u32(header, 0)).then(|| Frame {
+        offset: at,
+        len: (FRAME_HEADER + payload_len).next_multiple_of(FRAME_ALIGN),
+        payload_len,
+        lsn: get_u64(header, 8),
+        generation: get_u32(header, 16),
+        kind,
+    })
+}
+
+/// Every valid frame at an offset of `residue` modulo 8, in file order (after a frame, the
+/// search goes on behind it).
+pub fn index_frames(bytes: &[u8], residue: usize) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    let mut at = residue % FRAME_ALIGN;
+    while at + FRAME_HEADER <= bytes.len() {
+        match frame_at(bytes, at) {
+            Some(frame) => {
+                at = frame.end();
+                frames.push(frame);
+            }
+            None => at += FRAME_ALIGN,
+        }
+    }
+    frames
+}
+
+/// Recomputes the checksum of the frame at `at` over its header and the payload its header
+/// claims (as far as the file holds it).
+pub fn seal_frame(bytes: &mut [u8], at: usize) {
+    if at + FRAME_HEADER > bytes.len() {
+        return;
+    }
+    let claimed = get_u32(bytes, at + 4) as usize;
+    let available = bytes.len() - at - FRAME_HEADER;
+    let crc = crc_of(bytes, at, claimed.min(available)).expect("in bounds");
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The bytes the log reader sees of a file: whole sectors, a partial last sector as zeros.
+pub fn reader_view(file: &[u8]) -> Cow<'_, [u8]> {
+    let readable = file.len() - file.len() % SECTOR;
+    if readable == file.len() {
+        Cow::Borrowed(file)
+    } else {
+        let mut bytes = file[..readable].to_vec();
+        bytes.resize(file.len().next_multiple_of(SECTOR), 0);
+        Cow::Owned(bytes)
+    }
+}
+
+/// A field of a frame, at a position relative to the frame's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Int {
+        at: usize,
+        width: usize,
+        what: &'static str,
+    },
+    Bytes {
+        at: usize,
+        len: usize,
+        what: &'static str,
+    },
+    /// A page image's bytes without its gap (`[page size u32][gap start u32][gap length
+    /// u32]` before them; the gap reads as zeros).
+    Image {
+        at: usize,
+        len: usize,
+        page_id: u64,
+        page_size: usize,
+        gap: (usize, usize),
+    },
+}
+
+/// What a payload holds, decoded as far as it goes (more leniently than the engine: pairs of
+/// a record the engine refuses are still listed).
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub fields: Vec<Field>,
+    pub pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Page id and the page as the reader rebuilds it.
+    pub images: Vec<(u64, Vec<u8>)>,
+    pub page_ids: Vec<u64>,
+    pub batch: Option<u64>,
+}
+
+struct Cursor<'a> {
+    frame: &'a [u8],
+    at: usize,
+    end: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn int(&mut self, width: usize, what: &'static str, decoded: &mut Decoded) -> Option<u64> {
+        if self.at + width > self.end {
+            return None;
+        }
+        let value = get_le(self.frame, self.at, width);
+        decoded.fields.push(Field::Int {
+            at: self.at,
+            width,
+            what,
+        });
+        self.at += width;
+        Some(value)
+    }
+
+    fn take(&mut self, len: usize) -> Option<usize> {
+        if self.end - self.at < len {
+            return None;
+        }
+        self.at += len;
+        Some(self.at - len)
+    }
+
+    /// A page image: page size, gap start and length, the page without the gap.
+    fn image(&mut self, page_id: u64, decoded: &mut Decoded) -> Option<()> {
+        let page_size = self.int(4, "image page size", decoded)? as usize;
+        let start = self.int(4, "image gap start", decoded)? as usize;
+        let len = self.int(4, "image gap length", decoded)? as usize;
+        if page_size > MAX_PAGE || start.checked_add(len).is_none_or(|end| end > page_size) {
+            return None;
+        }
+        let at = self.take(page_size - len)?;
+        decoded.fields.push(Field::Image {
+            at,
+            len: page_size - len,
+            page_id,
+            page_size,
+            gap: (start, len),
+        });
+        let bytes = &self.frame[at..at + page_size - len];
+        let mut page = vec![0; page_size];
+        page[..start].copy_from_slice(&bytes[..start]);
+        page[start + len..].copy_from_slice(&bytes[start..]);
+        decoded.images.push((page_id, page));
+        Some(())
+    }
+
+    /// A u32 length and that many bytes.
+    fn blob(&mut self, what: &'static str, decoded: &mut Decoded) -> Option<&'a [u8]> {
+        let len = self.int(4, what, decoded)? as usize;
+        let at = self.take(len)?;
+        decoded.fields.push(Field::Bytes { at, len, what });
+        Some(&self.frame[at..at + len])
+    }
+}
+
+/// Decodes the payload of `frame_bytes` (a whole frame: header and payload).
+pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
+    let mut decoded = Decoded::default();
+    let mut cursor = Cursor {
+        frame: frame_bytes,
+        at: FRAME_HEADER,
+        end: frame_bytes.len(),
+    };
+    let d = &mut decoded;
+    let _ = (|| -> Option<()> {
+        match kind {
+            KIND_CHECKPOINT => {
+                let count = cursor.int(8, "page count", d)?;
+                d.page_ids.push(count);
+                let len = cursor.int(8, "free list length", d)?;
+                for _ in 0..len.min(1 << 20) {
+                    let id = cursor.int(8, "free page id", d)?;
+                    d.page_ids.push(id);
+                }
+            }
+            KIND_STRUCTURE | KIND_NEW_TREE => {
+                let count = cursor.int(4, "image count", d)?;
+                for _ in 0..count {
+                    let page_id = cursor.int(8, "image page id", d)?;
+                    d.page_ids.push(page_id);
+                    cursor.image(page_id, d)?;
+                }
+                let count = cursor.int(4, "freed count", d)?;
+                for _ in 0..count.min(1 << 20) {
+                    let id = cursor.int(8, "freed page id", d)?;
+                    d.page_ids.push(id);
+                }
+            }
+            KIND_PUT | KIND_REMOVE => {
+                let page_id = cursor.int(8, "page id", d)?;
+                d.page_ids.push(page_id);
+                cursor.int(8, "tree", d)?;
+                d.batch = Some(cursor.int(8, "batch", d)?);
+                let key = cursor.blob("key", d)?.to_vec();
+                if kind == KIND_PUT {
+                    let value = cursor.blob("value", d)?;
+                    d.pairs.push((key.clone(), value.to_vec()));
+                }
+                if cursor.int(1, "before tag", d)? == 2 {
+                    let before = cursor.blob("before value", d)?;
+                    d.pairs.push((key, before.to_vec()));
+                }
+                if cursor.int(1, "image tag", d)? == 1 {
+                    cursor.image(page_id, d)?;
+                }
+            }
+            KIND_COMMIT => {
+                d.batch = Some(cursor.int(8, "batch", d)?);
+            }
+            KIND_SYNC_MARK => {
+                cursor.int(8, "durable", d)?;
+            }
+            _ => {}
+        }
+        Some(())
+    })();
+    decoded
+}
+
+/// The frame's bytes (header and payload) within `bytes`.
+pub fn frame_bytes<'a>(bytes: &'a [u8], frame: &Frame) -> &'a [u8] {
+    &bytes[frame.offset..frame.offset + FRAME_HEADER + frame.payload_len]
+}
