@@ -229,6 +229,8 @@ pub struct Setup {
     /// Leaves leankv's range scans read ahead at most (0: none).
     pub scan_prefetch: usize,
     pub durability: DurabilityLevel,
+    /// Log bytes between leankv's checkpoints (`None`: leankv's default).
+    pub checkpoint_every: Option<u64>,
 }
 
 /// The memory budget of a run.
@@ -254,15 +256,20 @@ impl std::str::FromStr for PoolSize {
                 .map(PoolSize::OfData)
                 .ok_or_else(invalid);
         }
-        parse_size::Config::new()
-            .with_binary()
-            .parse_size(text)
-            .ok()
-            .filter(|&bytes| bytes > 0)
+        parse_bytes(text)
             .and_then(|bytes| usize::try_from(bytes).ok())
             .map(PoolSize::Bytes)
             .ok_or_else(invalid)
     }
+}
+
+/// A positive size in bytes: `512M`, `2G`, `1.5GiB` (binary units, by `parse-size`).
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(text)
+        .ok()
+        .filter(|&bytes| bytes > 0)
 }
 
 impl std::fmt::Display for PoolSize {

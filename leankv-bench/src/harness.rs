@@ -332,6 +332,7 @@ mod tests {
             tables: &["t"],
             scan_prefetch: 0,
             durability: DurabilityLevel::default(),
+            checkpoint_every: None,
         };
         crate::engines::open(EngineKind::Leankv, dir, &setup).unwrap()
     }

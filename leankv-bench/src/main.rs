@@ -13,6 +13,7 @@ mod engines;
 mod harness;
 mod plot;
 mod plot_cmd;
+mod recovery;
 mod report;
 mod scan;
 mod sim;
@@ -93,6 +94,13 @@ enum Command {
         #[arg(long, default_value_t = 15)]
         seconds: u64,
     },
+    /// Crash recovery: TPC-C on leankv in a child process killed with SIGKILL after --seconds,
+    /// then the open that recovers: its wall time, the log it replayed, the log's peak disk
+    /// use while running, and an integrity check of the result.
+    Recovery(recovery::RecoveryArgs),
+    /// The TPC-C process `recovery` runs and kills.
+    #[command(hide = true)]
+    RecoveryChild(recovery::ChildArgs),
     /// Render a plot from a results file.
     Plot(plot_cmd::PlotArgs),
     /// Replay a page-access trace through replacement policies and print their hit rates.
@@ -268,6 +276,11 @@ fn main() -> Result<()> {
             let record = device::measure(&common.data_dir(), &common.results(), seconds)?;
             publish(&common, std::slice::from_ref(&record), None)
         }
+        Command::Recovery(args) => {
+            let record = recovery::run(&args)?;
+            publish(&args.common, std::slice::from_ref(&record), None)
+        }
+        Command::RecoveryChild(args) => recovery::child(&args),
         Command::Plot(args) => plot_cmd::run(&args),
         Command::Sim(args) => sim::run(&args),
     }

@@ -189,6 +189,7 @@ fn setup(config: &Config, pool_bytes: usize, prefetch: usize) -> Setup {
         scan_prefetch: prefetch,
         // Scans only read: leankv's default serves.
         durability: DurabilityLevel::default(),
+        checkpoint_every: None,
     }
 }
 

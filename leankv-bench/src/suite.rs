@@ -157,6 +157,7 @@ fn load_setup(suite: &Suite) -> Setup {
         tables: ycsb::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: LOAD_DURABILITY,
+        checkpoint_every: None,
     }
 }
 
@@ -199,6 +200,7 @@ fn run_engine(
         tables: ycsb::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: suite.durability,
+        checkpoint_every: None,
     };
     let scratch = if kind.loads_per_run() {
         Some(tempdir_in(&suite.data_dir)?)

@@ -189,6 +189,7 @@ mod tests {
             tables: TABLES,
             scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
             durability: DurabilityLevel::default(),
+            checkpoint_every: None,
         }
     }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 const EVENTUAL_SYNC_DELAY: Duration = Duration::from_millis(10);
 
 /// leankv's options for `setup`: `--durability off` is the engine without its log.
-fn options(setup: &Setup) -> Options {
+pub fn options(setup: &Setup) -> Options {
     let options = Options::default()
         .pool_size(setup.pool_bytes)
         .cooling_fraction(setup.cooling_fraction)
@@ -24,9 +24,15 @@ fn options(setup: &Setup) -> Options {
         .scan_prefetch(setup.scan_prefetch);
     match setup.durability.leankv() {
         None => options.write_ahead_log(false),
-        Some(durability) => options
-            .durability(durability)
-            .eventual_sync_delay(EVENTUAL_SYNC_DELAY),
+        Some(durability) => {
+            let options = options
+                .durability(durability)
+                .eventual_sync_delay(EVENTUAL_SYNC_DELAY);
+            match setup.checkpoint_every {
+                Some(bytes) => options.checkpoint_every(bytes),
+                None => options,
+            }
+        }
     }
 }
 
@@ -58,7 +64,11 @@ impl<P: Policy> LeanEngine<P> {
     pub fn open(dir: &Path, setup: &Setup) -> Result<Self> {
         let db = Db::<P>::open_with_policy(dir, options(setup))
             .with_context(|| format!("opening {} in {}", P::NAME, dir.display()))?;
-        Self::with_db(db, setup, durability_settings(setup.durability))
+        let mut logging = durability_settings(setup.durability);
+        if let (Some(bytes), Some(_)) = (setup.checkpoint_every, setup.durability.leankv()) {
+            logging += &format!(", checkpoint every {} MiB of log", bytes >> 20);
+        }
+        Self::with_db(db, setup, logging)
     }
 
     /// The policies that never evict keep their pages in the pool alone (for `Mmap` a
@@ -201,6 +211,7 @@ mod tests {
             tables: &["t"],
             scan_prefetch: 0,
             durability,
+            checkpoint_every: None,
         }
     }
 

@@ -162,6 +162,7 @@ mod tests {
             tables: &["t"],
             scan_prefetch: 0,
             durability,
+            checkpoint_every: None,
         };
         let loaded = Lmdb::open(dir.path(), &setup(DurabilityLevel::Off)).unwrap();
         loaded.put(0, b"key", b"value").unwrap();

@@ -12,6 +12,7 @@ mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 
+pub use self::leankv::options as leankv_options;
 use self::leankv::LeanEngine;
 use crate::engine::{Engine, EngineKind, Setup};
 use ::leankv::ablations::{HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Traditional};

@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::{error, info};
 
 /// One run of `kind` with `pool_bytes` and `threads` workers, as round `round`.
@@ -47,6 +47,7 @@ pub(super) fn run_one(
         tables: schema::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: config.durability,
+        checkpoint_every: None,
     };
     let (engine, cap) = open_capped(kind, config.memory_cap, pool_bytes, || {
         if kind.loads_per_run() {
@@ -157,17 +158,12 @@ struct Tally {
 /// Runs the workers for the configured duration on the harness, sampling once a second.
 fn measure(config: &Config, engine: &dyn Engine, dir: &Path, threads: usize) -> Result<Measured> {
     let done = AtomicU64::new(0);
-    let run_constants = NurandConstants::for_run(constants(), &mut fastrand::Rng::with_seed(SEED));
     let mut last = (0, engine.io(), report::process_io_bytes());
     let timed: Timed<Tally, Sample> = harness::run_timed(
         engine,
         threads,
         config.duration,
-        |worker, clock| {
-            let seed = SEED ^ (worker as u64 + 1) << 40;
-            let random = TpccRandom::new(seed, run_constants);
-            work(config, engine, random, worker, threads, clock, &done)
-        },
+        |worker, clock| work(config, engine, worker, threads, clock, &done),
         |tick| {
             let current = (
                 done.load(Ordering::Relaxed),
@@ -215,11 +211,29 @@ fn measure(config: &Config, engine: &dyn Engine, dir: &Path, threads: usize) -> 
     })
 }
 
+/// Runs `threads` workers on `engine` for `duration`, counting finished transactions in
+/// `done`, for a caller that watches the run from outside (`recovery` kills it midway).
+pub(crate) fn run_workers(
+    config: &Config,
+    engine: &dyn Engine,
+    threads: usize,
+    duration: Duration,
+    done: &AtomicU64,
+) -> Result<()> {
+    harness::run_timed(
+        engine,
+        threads,
+        duration,
+        |worker, clock| work(config, engine, worker, threads, clock, done),
+        |_| None::<()>,
+    )?;
+    Ok(())
+}
+
 /// One worker: transactions from the standard mix until the clock says stop.
 fn work(
     config: &Config,
     engine: &dyn Engine,
-    random: TpccRandom,
     worker: usize,
     threads: usize,
     clock: &Clock<'_>,
@@ -228,6 +242,8 @@ fn work(
     let own: Vec<u32> = (1..=config.warehouses)
         .filter(|w| !config.affinity || (*w as usize - 1) % threads == worker)
         .collect();
+    let run_constants = NurandConstants::for_run(constants(), &mut fastrand::Rng::with_seed(SEED));
+    let random = TpccRandom::new(SEED ^ (worker as u64 + 1) << 40, run_constants);
     let mut worker_state = Worker::new(engine, random, config.warehouses, worker as u32 + 1);
     let mut tally = Tally {
         histograms: (0..Kind::ALL.len()).map(|_| new_histogram()).collect(),

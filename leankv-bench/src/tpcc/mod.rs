@@ -19,14 +19,15 @@ mod setup;
 mod tests;
 pub mod txn;
 
+pub(crate) use driver::run_workers;
 pub use results::{summary, table, TpccRecord};
 pub use setup::Config;
+pub(crate) use setup::{copy_dir, ensure_loaded};
 
 use crate::engine::{EngineKind, PoolSize};
 use crate::harness::Environment;
 use crate::report;
 use anyhow::{bail, Context, Result};
-use setup::ensure_loaded;
 
 /// What one commit covers, stored with every run: the engines are driven one operation at a
 /// time, so a transaction is as many commits as it has writes (see `txn`).

@@ -65,6 +65,7 @@ pub(super) fn load_setup(config: &Config) -> Setup {
         tables: schema::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: LOAD_DURABILITY,
+        checkpoint_every: None,
     }
 }
 
@@ -83,7 +84,7 @@ pub(super) fn load_into(engine: &dyn Engine, config: &Config) -> Result<()> {
 }
 
 /// Loads `config`'s warehouses for `kind` unless a previous load finished; returns the path.
-pub(super) fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
+pub(crate) fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf> {
     let path = data_path(config, kind);
     engines::load_once(kind, &path, &load_setup(config), |engine| {
         info!("loading TPC-C into {}", path.display());
@@ -93,7 +94,7 @@ pub(super) fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf
 }
 
 /// Copies the files of `from` (recursively, without the load marker) into `to`.
-pub(super) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
