@@ -156,12 +156,11 @@ impl Options {
         self
     }
 
-    /// Log bytes between checkpoints (default: the pool size, at least 64 MiB). A checkpoint
-    /// writes the pages changed since the last one, in the background; recovery replays at
-    /// most about this much log, and the log files take about twice this much disk (writers
-    /// wait when checkpoints fall far behind). Shorter intervals cost throughput: each
-    /// checkpoint writes every dirty page, and a page's first change after it logs the whole
-    /// page. At least 1 MiB.
+    /// Log bytes between checkpoints (default: the pool size, between 64 MiB and 1 GiB). A
+    /// checkpoint writes the pages changed since the last one, in the background; recovery replays
+    /// at most about this much log, and the log files take about twice this much disk (writers wait
+    /// when checkpoints fall far behind). Shorter intervals cost throughput: each checkpoint writes
+    /// every dirty page, and a page's first change after it logs the whole page. At least 1 MiB.
     pub fn checkpoint_every(mut self, log_bytes: u64) -> Self {
         self.checkpoint_bytes = Some(log_bytes);
         self
@@ -170,7 +169,7 @@ impl Options {
     /// The checkpoint interval in log bytes (see [`Self::checkpoint_every`]).
     pub(crate) fn checkpoint_bytes(&self) -> u64 {
         self.checkpoint_bytes
-            .unwrap_or_else(|| (self.pool_size as u64).max(64 << 20))
+            .unwrap_or_else(|| (self.pool_size as u64).clamp(64 << 20, 1 << 30))
     }
 
     /// Frames the pool will have with the configured page size.
