@@ -89,7 +89,7 @@ impl<P: Policy> BufferManager<P> {
             return;
         };
         let mut ids = self.page_ids.lock();
-        ids.free_logged(page_id);
+        ids.free_unreferenced(page_id);
         log.append(|writer, _| {
             writer.structure::<FrameId>(&[], &[page_id], false, self.page_size(), |_, _| (0, 0))
         });

@@ -6,9 +6,10 @@
 //! and total length are in the superblock.
 //!
 //! With a write-ahead log, the log describes allocation: an id is freed in the same record that
-//! stops referencing it (`free_logged`), and a page allocated but not yet described by any
-//! record (`unlogged`) counts as free in a checkpoint's snapshot, so a crash before its first
-//! record leaks nothing.
+//! stops referencing it (`free_logged`; handed out again only once its frame is deleted, since
+//! until then the page is resident), and a page allocated but not yet described by any record
+//! (`unlogged`) counts as free in a checkpoint's snapshot, so a crash before its first record
+//! leaks nothing.
 //!
 //! Invariant: a page id is either below the high-water mark and in use, below it and in the
 //! free list, or not yet allocated; never two of these.
@@ -27,6 +28,9 @@ pub(crate) struct PageIds {
     free: Vec<u64>,
     /// With a log: pages allocated that no log record describes yet.
     unlogged: Option<rustc_hash::FxHashSet<u64>>,
+    /// With a log: pages a logged record freed whose frames are not yet deleted (still
+    /// resident, so not yet to be handed out again).
+    freeing: rustc_hash::FxHashSet<u64>,
 }
 
 impl PageIds {
@@ -35,6 +39,7 @@ impl PageIds {
             next: page_count.max(1),
             free,
             unlogged: logged.then(Default::default),
+            freeing: Default::default(),
         }
     }
 
@@ -56,34 +61,42 @@ impl PageIds {
         }
     }
 
-    /// Frees `page_id` as part of a logged record (see the module notes).
+    /// Records that a logged record frees `page_id` (see the module notes). It counts as free
+    /// in checkpoint snapshots at once, but is handed out again only once its frame is deleted
+    /// ([`Self::free_deleted`]): until then the page is still resident.
     pub(crate) fn free_logged(&mut self, page_id: u64) {
+        self.logged(page_id);
+        let first = self.freeing.insert(page_id);
+        debug_assert!(first, "page {page_id} freed twice");
+    }
+
+    /// Frees `page_id`, which nothing references and no frame holds, by a logged record.
+    pub(crate) fn free_unreferenced(&mut self, page_id: u64) {
         self.logged(page_id);
         self.free(page_id);
     }
 
-    /// Frees `page_id` when it is deleted: without a log always; with one only if no record
-    /// ever described it (otherwise the record that stopped referencing it freed it).
+    /// Frees `page_id` when its frame is deleted: without a log always; with one, if a logged
+    /// record freed it or no record ever described it.
     pub(crate) fn free_deleted(&mut self, page_id: u64) {
-        match &mut self.unlogged {
-            None => self.free(page_id),
-            Some(unlogged) => {
-                if unlogged.remove(&page_id) {
-                    self.free(page_id);
-                } else {
-                    debug_assert!(
-                        self.free.contains(&page_id),
-                        "page {page_id} deleted unlogged"
-                    );
-                }
-            }
-        }
+        let described_free = self.freeing.remove(&page_id);
+        let never_logged = self
+            .unlogged
+            .as_mut()
+            .is_none_or(|unlogged| unlogged.remove(&page_id));
+        debug_assert!(
+            described_free || never_logged,
+            "page {page_id} deleted without a record freeing it"
+        );
+        self.free(page_id);
     }
 
-    /// Page count and free pages for a checkpoint record: unlogged pages count as free.
+    /// Page count and free pages for a checkpoint record: pages being freed and pages no
+    /// record describes yet count as free.
     pub(crate) fn snapshot_for_log(&self) -> (u64, Vec<u64>) {
         let mut free = self.free.clone();
         free.extend(self.unlogged.iter().flatten());
+        free.extend(&self.freeing);
         (self.next, free)
     }
 
@@ -232,6 +245,19 @@ mod tests {
             loaded.sort_unstable();
             assert_eq!(loaded, free, "length {len}");
         }
+    }
+
+    #[test]
+    fn a_page_freed_by_a_record_is_reused_only_once_its_frame_is_deleted() {
+        let mut ids = PageIds::new(5, Vec::new(), true);
+        let page = ids.allocate();
+        ids.logged(page);
+        ids.free_logged(page);
+        // Free for a checkpoint's snapshot at once, not for allocation (still resident).
+        assert!(ids.snapshot_for_log().1.contains(&page));
+        assert_ne!(ids.allocate(), page);
+        ids.free_deleted(page);
+        assert_eq!(ids.allocate(), page);
     }
 
     #[test]
