@@ -189,7 +189,7 @@ pub(crate) fn open<P: Policy>(
         max_value_size: btree::node::max_value_size(page_size),
         durability: options.durability,
         batch_gate: RwLock::new(()),
-        last_checkpoint: Mutex::new(None),
+        checkpointing: Mutex::new(()),
         generation,
         log_end,
         recovery: recovery_stats,

@@ -200,13 +200,9 @@ fn log_damage(page_id: u64, reason: impl Into<String>) -> Error {
     Error::corruption(page_id, format!("write-ahead log: {}", reason.into()))
 }
 
-/// The changes of `incomplete` batches to undo, last first, leaving out keys that a committed
-/// change wrote afterwards.
-fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec<Undo>> {
-    if incomplete.is_empty() {
-        return Ok(Vec::new());
-    }
-    let leaf_change = |record: &Record| match record {
+/// A leaf record's tree, batch, key and before-image.
+fn leaf_change_of(record: &Record) -> Option<(u64, u64, &[u8], &Before)> {
+    match record {
         Record::Put {
             tree,
             batch,
@@ -220,18 +216,26 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
             key,
             before,
             ..
-        } => Some((*tree, *batch, key.clone(), before.clone())),
+        } => Some((*tree, *batch, key.as_slice(), before)),
         _ => None,
-    };
+    }
+}
+
+/// The changes of `incomplete` batches to undo, last first, leaving out keys that a committed
+/// change wrote afterwards.
+fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec<Undo>> {
+    if incomplete.is_empty() {
+        return Ok(Vec::new());
+    }
     // Where each key an incomplete batch touched was last written by a committed change.
-    let mut last_committed: HashMap<(u64, Vec<u8>), usize> = records
+    let mut last_committed: HashMap<(u64, &[u8]), usize> = records
         .iter()
-        .filter_map(|(_, record)| leaf_change(record))
+        .filter_map(|(_, record)| leaf_change_of(record))
         .filter(|(_, batch, _, _)| incomplete.contains(batch))
         .map(|(tree, _, key, _)| ((tree, key), 0))
         .collect();
     for (index, (_, record)) in records.iter().enumerate() {
-        if let Some((tree, batch, key, _)) = leaf_change(record) {
+        if let Some((tree, batch, key, _)) = leaf_change_of(record) {
             if !incomplete.contains(&batch) {
                 if let Some(last) = last_committed.get_mut(&(tree, key)) {
                     *last = index + 1;
@@ -241,20 +245,24 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
     }
     let mut undo = Vec::new();
     for (index, (_, record)) in records.iter().enumerate().rev() {
-        let Some((tree, batch, key, before)) = leaf_change(record) else {
+        let Some((tree, batch, key, before)) = leaf_change_of(record) else {
             continue;
         };
-        if !incomplete.contains(&batch) || last_committed[&(tree, key.clone())] > index {
+        if !incomplete.contains(&batch) || last_committed[&(tree, key)] > index {
             continue;
         }
         let before = match before {
             Before::Absent => None,
-            Before::Value(value) => Some(value),
+            Before::Value(value) => Some(value.clone()),
             Before::Unrecorded => {
                 return Err(log_damage(0, "a batch's change without its before-image"));
             }
         };
-        undo.push(Undo { tree, key, before });
+        undo.push(Undo {
+            tree,
+            key: key.to_vec(),
+            before,
+        });
     }
     Ok(undo)
 }

@@ -41,8 +41,8 @@ pub(crate) struct DbShared<P: Policy> {
     /// Held shared by a batch from its first change to its commit record, exclusively while
     /// a checkpoint begins (see `crate::batch`).
     pub(crate) batch_gate: RwLock<()>,
-    /// One checkpoint at a time; holds the last completed one.
-    pub(crate) last_checkpoint: Mutex<Option<LogPosition>>,
+    /// Held by the running checkpoint: one at a time (the log keeps the last completed one).
+    pub(crate) checkpointing: Mutex<()>,
     /// The log generation of this life of the database.
     pub(crate) generation: u32,
     /// Without a log: the log end recorded in the superblock, kept for a later open with one.
@@ -79,7 +79,7 @@ impl<P: Policy> DbShared<P> {
     /// Runs a checkpoint (see the module notes); `open` is the superblock's open mark.
     pub(crate) fn checkpoint(&self, open: bool) -> Result<()> {
         let log = self.bm.log().expect("checkpoints need the log");
-        let mut last = self.last_checkpoint.lock();
+        let _one_at_a_time = self.checkpointing.lock();
         let position = {
             let _no_batch_in_flight = self.batch_gate.write();
             self.bm.begin_checkpoint(log)
@@ -89,7 +89,6 @@ impl<P: Policy> DbShared<P> {
         log.wait_durable(log.end())?;
         self.write_superblock(open, Some(position))?;
         log.checkpoint_completed(position);
-        *last = Some(position);
         Ok(())
     }
 

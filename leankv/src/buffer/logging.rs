@@ -17,7 +17,7 @@
 
 use super::policy::Policy;
 use super::*;
-use crate::wal::{BeforeRef, LeafOp, Log, LogPosition};
+use crate::wal::{BeforeRef, FillImage, LeafChange, LeafOp, Log, LogPosition};
 
 impl<P: Policy> BufferManager<P> {
     pub(crate) fn log(&self) -> Option<&Arc<Log>> {
@@ -43,20 +43,18 @@ impl<P: Policy> BufferManager<P> {
         // A page no record described yet is described now, under the page-id lock (see the
         // module notes); every page is described at creation, so this is a safeguard.
         let ids = (page_lsn == 0).then(|| self.page_ids.lock());
+        let change = LeafChange {
+            page_id,
+            tree,
+            batch,
+            op,
+            before,
+        };
         let ((), end) = log.append(|writer, image_threshold| {
-            if page_lsn <= image_threshold {
-                writer.leaf_with_image(
-                    page_id,
-                    tree,
-                    batch,
-                    op,
-                    before,
-                    self.page_size(),
-                    |image| self.copy_for_log(frame, image),
-                )
-            } else {
-                writer.leaf(page_id, tree, batch, op, before)
-            };
+            let mut fill = |image: &mut [u8]| self.copy_for_log(frame, image);
+            let image = (page_lsn <= image_threshold)
+                .then_some((self.page_size(), &mut fill as &mut FillImage<'_>));
+            writer.leaf(change, image);
         });
         if let Some(mut ids) = ids {
             ids.logged(page_id);

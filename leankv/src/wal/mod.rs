@@ -24,7 +24,7 @@ mod reader;
 pub(crate) mod record;
 
 pub(crate) use reader::{read_log, LogEnd};
-pub(crate) use record::{Before, BeforeRef, FrameWriter, LeafOp, Record};
+pub(crate) use record::{Before, BeforeRef, FillImage, FrameWriter, LeafChange, LeafOp, Record};
 
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
@@ -101,6 +101,10 @@ struct Inner {
     sync_armed: AtomicBool,
     /// Set once `State::failed` is.
     failed: AtomicBool,
+    /// `State::end` and `State::checkpoint.lsn`, readable without the mutex: `admit` runs before
+    /// every write.
+    end: AtomicU64,
+    checkpointed: AtomicU64,
     next_batch: AtomicU64,
     bytes: AtomicU64,
     syncs: AtomicU64,
@@ -144,6 +148,8 @@ impl Log {
             durable: AtomicU64::new(end.lsn),
             sync_armed: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            end: AtomicU64::new(end.lsn),
+            checkpointed: AtomicU64::new(checkpoint.lsn),
             next_batch: AtomicU64::new(u64::from(generation) << 32),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -228,7 +234,7 @@ impl Log {
 
     /// The current end of the log.
     pub(crate) fn end(&self) -> u64 {
-        self.inner.state.lock().end
+        self.inner.end.load(Ordering::Acquire)
     }
 
     /// Begins a checkpoint: appends its record with the page count and free list, in the
@@ -258,6 +264,9 @@ impl Log {
     pub(crate) fn checkpoint_completed(&self, position: LogPosition) {
         let mut state = self.inner.state.lock();
         state.checkpoint = position;
+        self.inner
+            .checkpointed
+            .store(position.lsn, Ordering::Release);
         drop(state);
         self.inner.progress.notify_all();
     }
@@ -272,9 +281,16 @@ impl Log {
     /// interval, so that checkpoints keep up and the log's disk use stays bounded.
     pub(crate) fn admit(&self) {
         let limit = 4 * self.inner.config.checkpoint_bytes;
+        let behind = |end: u64, checkpointed: u64| end.saturating_sub(checkpointed) > limit;
+        let inner = &self.inner;
+        if !behind(
+            inner.end.load(Ordering::Acquire),
+            inner.checkpointed.load(Ordering::Acquire),
+        ) {
+            return;
+        }
         let mut state = self.inner.state.lock();
-        while state.end - state.checkpoint.lsn > limit && state.failed.is_none() && !state.shutdown
-        {
+        while behind(state.end, state.checkpoint.lsn) && state.failed.is_none() && !state.shutdown {
             self.inner
                 .progress
                 .wait_for(&mut state, Duration::from_millis(10));
@@ -353,6 +369,7 @@ impl Inner {
         let result = write(&mut writer, state.redo_ptr);
         let added = chunk.bytes.len() - before;
         state.end += added as u64;
+        self.end.store(state.end, Ordering::Release);
         state.file_offset += added as u64;
         state.pending_bytes += added;
         if state.pending_bytes >= WRITE_AHEAD_BYTES {

@@ -95,6 +95,21 @@ pub(crate) enum LeafOp<'a> {
     Remove { key: &'a [u8] },
 }
 
+/// Writes a page into the slice it is given and returns its free gap (start, length), which
+/// the log leaves out (see [`page_image`]).
+pub(crate) type FillImage<'a> = dyn FnMut(&mut [u8]) -> (usize, usize) + 'a;
+
+/// One leaf operation as logged: the page it changed, the tree (its root page id), the batch
+/// (0: on its own), the operation and, for batches, what it replaced.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeafChange<'a> {
+    pub(crate) page_id: u64,
+    pub(crate) tree: u64,
+    pub(crate) batch: u64,
+    pub(crate) op: LeafOp<'a>,
+    pub(crate) before: BeforeRef<'a>,
+}
+
 /// The before-image of a leaf operation, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum BeforeRef<'a> {
@@ -169,48 +184,20 @@ impl FrameWriter<'_> {
         })
     }
 
+    /// A leaf operation, with the page's full image after it when `image` is given (its page
+    /// size and the function that fills it).
     pub(crate) fn leaf(
         &mut self,
-        page_id: u64,
-        tree: u64,
-        batch: u64,
-        op: LeafOp<'_>,
-        before: BeforeRef<'_>,
+        change: LeafChange<'_>,
+        image: Option<(usize, &mut FillImage<'_>)>,
     ) -> u64 {
-        self.leaf_record(
+        let LeafChange {
             page_id,
             tree,
             batch,
             op,
             before,
-            None::<(usize, fn(&mut [u8]) -> (usize, usize))>,
-        )
-    }
-
-    /// A leaf operation carrying the page's full image after it (filled by `fill`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn leaf_with_image(
-        &mut self,
-        page_id: u64,
-        tree: u64,
-        batch: u64,
-        op: LeafOp<'_>,
-        before: BeforeRef<'_>,
-        page_size: usize,
-        fill: impl FnOnce(&mut [u8]) -> (usize, usize),
-    ) -> u64 {
-        self.leaf_record(page_id, tree, batch, op, before, Some((page_size, fill)))
-    }
-
-    fn leaf_record(
-        &mut self,
-        page_id: u64,
-        tree: u64,
-        batch: u64,
-        op: LeafOp<'_>,
-        before: BeforeRef<'_>,
-        image: Option<(usize, impl FnOnce(&mut [u8]) -> (usize, usize))>,
-    ) -> u64 {
+        } = change;
         let kind = match op {
             LeafOp::Put { .. } => KIND_PUT,
             LeafOp::Remove { .. } => KIND_REMOVE,
@@ -500,37 +487,24 @@ mod tests {
             page[10..20].fill(0);
             (10, 10) // the gap is left out and comes back zeroed
         });
+        let change = |batch, op, before| LeafChange {
+            page_id: 7,
+            tree: 1,
+            batch,
+            op,
+            before,
+        };
+        let put = |key, value| LeafOp::Put { key, value };
+        writer.leaf(change(0, put(b"k", b"v"), BeforeRef::Unrecorded), None);
+        let remove = LeafOp::Remove { key: b"k" };
+        writer.leaf(change(9, remove, BeforeRef::Value(b"old")), None);
+        let mut fill = |page: &mut [u8]| {
+            page.fill(1);
+            (0, 0)
+        };
         writer.leaf(
-            7,
-            1,
-            0,
-            LeafOp::Put {
-                key: b"k",
-                value: b"v",
-            },
-            BeforeRef::Unrecorded,
-        );
-        writer.leaf(
-            7,
-            1,
-            9,
-            LeafOp::Remove { key: b"k" },
-            BeforeRef::Value(b"old"),
-        );
-        writer.leaf_with_image(
-            7,
-            1,
-            9,
-            LeafOp::Put {
-                key: b"n",
-                value: b"",
-            },
-            BeforeRef::Absent,
-            64,
-            |page| {
-                page.fill(1);
-                (0, 0)
-            },
+            change(9, put(b"n", b""), BeforeRef::Absent),
+            Some((64, &mut fill)),
         );
         let end = writer.commit(9);
         assert_eq!(end, 4096 + out.len() as u64);
