@@ -233,6 +233,23 @@ pub struct Setup {
     pub checkpoint_every: Option<u64>,
 }
 
+#[cfg(test)]
+impl Setup {
+    /// A small setup for tests: an 8 MiB pool, one table "t", buffered I/O, no read-ahead.
+    pub fn for_tests(durability: DurabilityLevel) -> Setup {
+        Setup {
+            pool_bytes: 8 << 20,
+            cooling_fraction: 0.1,
+            direct_io: false,
+            data_bytes: 1 << 20,
+            tables: &["t"],
+            scan_prefetch: 0,
+            durability,
+            checkpoint_every: None,
+        }
+    }
+}
+
 /// The memory budget of a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PoolSize {

@@ -324,16 +324,7 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     fn engine(dir: &Path) -> std::sync::Arc<dyn Engine> {
-        let setup = Setup {
-            pool_bytes: 8 << 20,
-            cooling_fraction: 0.1,
-            direct_io: false,
-            data_bytes: 1 << 20,
-            tables: &["t"],
-            scan_prefetch: 0,
-            durability: DurabilityLevel::default(),
-            checkpoint_every: None,
-        };
+        let setup = Setup::for_tests(DurabilityLevel::default());
         crate::engines::open(EngineKind::Leankv, dir, &setup).unwrap()
     }
 

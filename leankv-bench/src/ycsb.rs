@@ -182,14 +182,9 @@ mod tests {
 
     fn setup() -> Setup {
         Setup {
-            pool_bytes: 8 << 20,
-            cooling_fraction: 0.1,
-            direct_io: false,
-            data_bytes: 1 << 20,
             tables: TABLES,
             scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
-            durability: DurabilityLevel::default(),
-            checkpoint_every: None,
+            ..Setup::for_tests(DurabilityLevel::default())
         }
     }
 

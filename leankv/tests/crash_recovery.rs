@@ -11,6 +11,8 @@
 //! `LEANKV_CRASHES` sets the number of crash scenarios (default 120 in CI; the closing notes'
 //! long run used 10,000).
 
+mod common;
+
 use leankv::testing::{CrashSimulator, Storage};
 use leankv::{Db, Durability, Options, WriteBatch};
 use std::collections::BTreeMap;
@@ -227,13 +229,7 @@ fn concurrent_batches_are_all_or_nothing_after_a_crash() {
         let db =
             open(dir.path(), files).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
         let tree = db.open_tree("t").unwrap();
-        let stored: BTreeMap<String, Vec<u8>> = tree
-            .iter()
-            .map(|item| {
-                let (key, value) = item.unwrap();
-                (String::from_utf8(key).unwrap(), value)
-            })
-            .collect();
+        let stored = common::text_contents(&tree);
         for (key, value) in &stored {
             if key.starts_with("marker-") {
                 continue;

@@ -137,13 +137,7 @@ fn check(dir: &Path, cycle: u64) {
     let model = Model::read(dir);
     let db = Db::open(dir, options()).unwrap_or_else(|e| panic!("cycle {cycle}: open: {e}"));
     let tree = db.open_tree("t").unwrap();
-    let stored: BTreeMap<String, Vec<u8>> = tree
-        .iter()
-        .map(|item| {
-            let (key, value) = item.unwrap();
-            (String::from_utf8(key).unwrap(), value)
-        })
-        .collect();
+    let stored = common::text_contents(&tree);
     for (key, bytes) in &stored {
         if let Some((batch, index)) = key.rsplit_once('-') {
             assert!(

@@ -203,16 +203,7 @@ mod tests {
     use crate::engines::open;
 
     fn setup(durability: DurabilityLevel) -> Setup {
-        Setup {
-            pool_bytes: 8 << 20,
-            cooling_fraction: 0.1,
-            direct_io: false,
-            data_bytes: 1 << 20,
-            tables: &["t"],
-            scan_prefetch: 0,
-            durability,
-            checkpoint_every: None,
-        }
+        Setup::for_tests(durability)
     }
 
     /// (log bytes, log syncs) after `puts` single puts and one batch of 100 pairs.

@@ -154,16 +154,7 @@ mod tests {
     #[test]
     fn reopens_with_another_durability() {
         let dir = tempfile::tempdir().unwrap();
-        let setup = |durability| Setup {
-            pool_bytes: 8 << 20,
-            cooling_fraction: 0.1,
-            direct_io: false,
-            data_bytes: 1 << 20,
-            tables: &["t"],
-            scan_prefetch: 0,
-            durability,
-            checkpoint_every: None,
-        };
+        let setup = Setup::for_tests;
         let loaded = Lmdb::open(dir.path(), &setup(DurabilityLevel::Off)).unwrap();
         loaded.put(0, b"key", b"value").unwrap();
         drop(loaded);

@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use leankv::ablations::Policy;
-use leankv::{Db, Options};
+use leankv::{Db, Options, Tree};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Options for a small database: 4 KiB pages and a pool of `frames` frames, so that tests
@@ -32,4 +33,14 @@ pub fn value_for(key: u64, version: u64, max_len: usize) -> Vec<u8> {
 
 pub fn key(n: u64) -> Vec<u8> {
     format!("key{n:08}").into_bytes()
+}
+
+/// Every pair of `tree`, whose keys the test wrote as text; panics on an error.
+pub fn text_contents(tree: &Tree) -> BTreeMap<String, Vec<u8>> {
+    tree.iter()
+        .map(|item| {
+            let (key, value) = item.unwrap();
+            (String::from_utf8(key).unwrap(), value)
+        })
+        .collect()
 }

@@ -29,6 +29,7 @@ pub mod nodes;
 pub mod open_file;
 pub mod ops;
 pub mod page;
+pub mod read_back;
 
 use nodes::show;
 use std::collections::{HashMap, HashSet};

@@ -14,12 +14,19 @@
 use super::image::{self, Image, PageKind, CATALOG};
 use super::input::Input;
 use super::nodes::{self, get_u16, get_u32, get_u64, set_u32, set_u64, EditContext};
-use super::{lock_dir, Allowed, CaseResult, Finding, Kind, Oracle, Pairs, Summary};
+use super::read_back::{read_everything, ReadLimits};
+use super::{lock_dir, Allowed, CaseResult, Oracle, Pairs, Summary};
 use leankv::testing::{MemoryStorage, Storage};
 use leankv::{Db, Options, MIN_POOL_FRAMES};
 use std::collections::BTreeSet;
-use std::ops::Bound;
 use std::sync::Arc;
+
+/// How much of an opened file a case reads back.
+const OPEN_FILE_READS: ReadLimits = ReadLimits {
+    trees: 200,
+    keys_from_scan: 4,
+    picked_keys: 4,
+};
 
 pub fn run(data: &[u8]) -> CaseResult {
     let mut input = Input::new(data);
@@ -99,7 +106,14 @@ pub fn run(data: &[u8]) -> CaseResult {
         return Ok(summary);
     };
     summary.opened = true;
-    read_everything(&db, &oracle, &mut input, &keys, &mut summary)?;
+    read_everything(
+        &db,
+        &oracle,
+        &mut input,
+        &keys,
+        OPEN_FILE_READS,
+        &mut summary,
+    )?;
     if input.is_empty() || input.chance(1, 2) {
         return Ok(summary);
     }
@@ -138,92 +152,15 @@ pub fn run(data: &[u8]) -> CaseResult {
     let Some(db) = open(&mut summary) else {
         return Ok(summary);
     };
-    read_everything(&db, &oracle, &mut input, &keys, &mut summary)?;
+    read_everything(
+        &db,
+        &oracle,
+        &mut input,
+        &keys,
+        OPEN_FILE_READS,
+        &mut summary,
+    )?;
     Ok(summary)
-}
-
-/// Reads every tree the catalog names, checking every pair and name.
-fn read_everything(
-    db: &Db,
-    oracle: &Oracle,
-    input: &mut Input<'_>,
-    keys: &[Vec<u8>],
-    summary: &mut Summary,
-) -> Result<(), Finding> {
-    summary.calls += 1;
-    let names = match db.tree_names() {
-        Ok(names) => names,
-        Err(error) => {
-            summary.error(&error);
-            Vec::new()
-        }
-    };
-    for name in &names {
-        if !name.contains('\u{FFFD}') && !oracle.global.has_key(name.as_bytes()) {
-            return Err(super::finding(
-                Kind::Invented,
-                format!(
-                    "tree_names returned {name:?}, a key never written; {}",
-                    oracle.context
-                ),
-            ));
-        }
-    }
-    for name in names.iter().take(200) {
-        summary.calls += 1;
-        let tree = match db.open_tree(name) {
-            Ok(tree) => tree,
-            Err(error) => {
-                summary.error(&error);
-                continue;
-            }
-        };
-        summary.calls += 1;
-        let what = format!("tree {name:?} iter");
-        let pairs = oracle.check_scan(
-            &what,
-            tree.iter(),
-            Bound::Unbounded,
-            Bound::Unbounded,
-            summary,
-        )?;
-        let mut probes: Vec<Vec<u8>> = pairs.iter().take(4).map(|(k, _)| k.clone()).collect();
-        for _ in 0..4 {
-            if let Some(key) = input.pick(keys) {
-                probes.push(key.clone());
-            }
-        }
-        for key in &probes {
-            summary.calls += 1;
-            match tree.get(key) {
-                Ok(Some(value)) => {
-                    summary.pairs += 1;
-                    oracle.check_pair(&format!("tree {name:?} get"), key, &value)?;
-                }
-                Ok(None) => {}
-                Err(error) => summary.error(&error),
-            }
-        }
-        if probes.len() >= 2 {
-            let (a, b) = (&probes[0], &probes[probes.len() - 1]);
-            let (low, high) = if a <= b { (a, b) } else { (b, a) };
-            summary.calls += 1;
-            oracle.check_scan(
-                &format!("tree {name:?} range"),
-                tree.range(low.clone()..=high.clone()),
-                Bound::Included(low),
-                Bound::Included(high),
-                summary,
-            )?;
-        }
-    }
-    summary.calls += 1;
-    match db.check_integrity() {
-        Ok(report) if report.is_ok() => summary.tag("integrity ok"),
-        Ok(_) => summary.tag("integrity problems"),
-        Err(error) => summary.error(&error),
-    }
-    Ok(())
 }
 
 /// A file assembled from the input: a superblock (magic, version, page size and references

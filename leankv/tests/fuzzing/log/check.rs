@@ -1,12 +1,9 @@
-//! What a case may return: the pairs the edited log claims (the oracle's log side), and the
-//! reads that check every pair and tree name against the oracle.
+//! What a case may return: the pairs the edited log claims (the oracle's log side), and how
+//! much of the recovered database it reads back (`read_back` does the reading).
 
 use super::format::{decode, frame_bytes, index_frames, reader_view, FRAME_ALIGN};
-use crate::fuzzing::input::Input;
 use crate::fuzzing::nodes;
-use crate::fuzzing::{finding, Finding, Kind, Oracle, Summary};
-use leankv::Db;
-use std::ops::Bound;
+use crate::fuzzing::read_back::ReadLimits;
 
 /// The pairs of a page image in a log record, if it is a well-formed leaf once sealed as the
 /// engine seals it (its page id and checksum).
@@ -51,85 +48,9 @@ pub fn log_pairs(logs: &[Vec<u8>; 2], residue: usize, mut add: impl FnMut(&[u8],
     }
 }
 
-/// Reads every tree the catalog names, checking every pair and name.
-pub fn read_everything(
-    db: &Db,
-    oracle: &Oracle,
-    input: &mut Input<'_>,
-    keys: &[Vec<u8>],
-    summary: &mut Summary,
-) -> Result<(), Finding> {
-    summary.calls += 1;
-    let names = match db.tree_names() {
-        Ok(names) => names,
-        Err(error) => {
-            summary.error(&error);
-            Vec::new()
-        }
-    };
-    for name in &names {
-        if !name.contains('\u{FFFD}') && !oracle.global.has_key(name.as_bytes()) {
-            return Err(finding(
-                Kind::Invented,
-                format!(
-                    "tree_names returned {name:?}, a key never written; {}",
-                    oracle.context
-                ),
-            ));
-        }
-    }
-    for name in names.iter().take(64) {
-        summary.calls += 1;
-        let tree = match db.open_tree(name) {
-            Ok(tree) => tree,
-            Err(error) => {
-                summary.error(&error);
-                continue;
-            }
-        };
-        summary.calls += 1;
-        let pairs = oracle.check_scan(
-            &format!("tree {name:?} iter"),
-            tree.iter(),
-            Bound::Unbounded,
-            Bound::Unbounded,
-            summary,
-        )?;
-        let mut probes: Vec<Vec<u8>> = pairs.iter().take(3).map(|(k, _)| k.clone()).collect();
-        for _ in 0..5 {
-            if let Some(key) = input.pick(keys) {
-                probes.push(key.clone());
-            }
-        }
-        for key in &probes {
-            summary.calls += 1;
-            match tree.get(key) {
-                Ok(Some(value)) => {
-                    summary.pairs += 1;
-                    oracle.check_pair(&format!("tree {name:?} get"), key, &value)?;
-                }
-                Ok(None) => {}
-                Err(error) => summary.error(&error),
-            }
-        }
-        if probes.len() >= 2 {
-            let (a, b) = (&probes[0], &probes[probes.len() - 1]);
-            let (low, high) = if a <= b { (a, b) } else { (b, a) };
-            summary.calls += 1;
-            oracle.check_scan(
-                &format!("tree {name:?} range"),
-                tree.range(low.clone()..=high.clone()),
-                Bound::Included(low),
-                Bound::Included(high),
-                summary,
-            )?;
-        }
-    }
-    summary.calls += 1;
-    match db.check_integrity() {
-        Ok(report) if report.is_ok() => summary.tag("integrity ok"),
-        Ok(_) => summary.tag("integrity problems"),
-        Err(error) => summary.error(&error),
-    }
-    Ok(())
-}
+/// How much of a recovered database a case reads back.
+pub const LOG_READS: ReadLimits = ReadLimits {
+    trees: 64,
+    keys_from_scan: 3,
+    picked_keys: 5,
+};

@@ -48,9 +48,10 @@ mod superblock_edits;
 
 use super::input::Input;
 use super::nodes::get_u64;
+use super::read_back::read_everything;
 use super::{lock_dir, Allowed, CaseResult, Oracle, Summary};
 use byte_edits::raw_edit;
-use check::{log_pairs, read_everything};
+use check::{log_pairs, LOG_READS};
 use format::SB_CHECKPOINT_OFFSET;
 use frame_edits::structured_edit;
 use images::log_images;
@@ -146,7 +147,14 @@ pub fn run(data: &[u8]) -> CaseResult {
             return Ok(summary);
         };
         summary.opened = true;
-        read_everything(&db, &oracle, &mut input, &image.keys, &mut summary)?;
+        read_everything(
+            &db,
+            &oracle,
+            &mut input,
+            &image.keys,
+            LOG_READS,
+            &mut summary,
+        )?;
         sim.crash_after(input.below(64) as u64);
         write_some(&db, &mut oracle, &mut input, &mut summary);
         sim.crash();
@@ -157,7 +165,14 @@ pub fn run(data: &[u8]) -> CaseResult {
         });
         if let Some(db) = open(storages, &mut summary) {
             summary.tag("reopened");
-            read_everything(&db, &oracle, &mut input, &image.keys, &mut summary)?;
+            read_everything(
+                &db,
+                &oracle,
+                &mut input,
+                &image.keys,
+                LOG_READS,
+                &mut summary,
+            )?;
         }
         return Ok(summary);
     }
@@ -167,7 +182,14 @@ pub fn run(data: &[u8]) -> CaseResult {
         return Ok(summary);
     };
     summary.opened = true;
-    read_everything(&db, &oracle, &mut input, &image.keys, &mut summary)?;
+    read_everything(
+        &db,
+        &oracle,
+        &mut input,
+        &image.keys,
+        LOG_READS,
+        &mut summary,
+    )?;
     if input.is_empty() || input.chance(1, 2) {
         return Ok(summary);
     }
@@ -178,7 +200,14 @@ pub fn run(data: &[u8]) -> CaseResult {
     }
     if let Some(db) = open(dyn_storages(), &mut summary) {
         summary.tag("reopened");
-        read_everything(&db, &oracle, &mut input, &image.keys, &mut summary)?;
+        read_everything(
+            &db,
+            &oracle,
+            &mut input,
+            &image.keys,
+            LOG_READS,
+            &mut summary,
+        )?;
     }
     Ok(summary)
 }
