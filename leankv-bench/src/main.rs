@@ -84,7 +84,8 @@ enum Command {
     /// the device's sequential read bandwidth measured before and after (needs `fio` on PATH
     /// unless --fio-seconds 0).
     Scan(ScanArgs),
-    /// Random-read IOPS and sequential read bandwidth of the data directory's device (needs fio).
+    /// Random-read IOPS, sequential read bandwidth and synced 4 KiB writes per second of the
+    /// data directory's device (needs fio).
     ///
     /// Needs the `fio` tool on PATH (Debian/Ubuntu: apt-get install fio).
     Device {
