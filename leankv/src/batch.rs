@@ -153,6 +153,16 @@ pub(crate) fn write<P: Policy>(
         return Ok(());
     };
     log.admit();
+    if let [op] = &batch.ops[..] {
+        // One change is atomic by itself: it is logged as a single operation, without a batch
+        // id, before-image or commit record.
+        let tree = &op.tree.handle.tree;
+        let lsn = match &op.value {
+            Some(value) => tree.insert(&op.key, value, 0)?.lsn,
+            None => tree.remove(&op.key, 0)?.map_or(0, |written| written.lsn),
+        };
+        return db.commit_durability(lsn, durability);
+    }
     let end = {
         let _gate = db.batch_gate.read();
         let id = log.next_batch();

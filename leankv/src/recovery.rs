@@ -18,11 +18,11 @@
 //! Invariant: every image is checked as a node before use; a record that cannot be applied is a
 //! typed corruption error naming the page, never a panic and never silently skipped.
 
-use crate::btree::redo::{check_image, redo_put, redo_remove};
+use crate::btree::redo::{check_image, redo_patch, redo_put, redo_remove, redo_split};
 use crate::error::{Error, Result};
 use crate::io::page as page_format;
 use crate::io::{AlignedBuf, Storage};
-use crate::wal::{Before, Record};
+use crate::wal::{Before, Record, Split};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// A change to roll back: set `key` of the tree with root page `tree` to `before`.
@@ -91,20 +91,10 @@ pub(crate) fn redo(
                     page_count = page_count.max(page_id + 1);
                 }
             }
-            Record::Put {
-                page_id,
-                key,
-                batch,
-                image,
-                ..
-            }
-            | Record::Remove {
-                page_id,
-                key,
-                batch,
-                image,
-                ..
-            } => {
+            Record::Put { page_id, image, .. }
+            | Record::Remove { page_id, image, .. }
+            | Record::Patch { page_id, image, .. } => {
+                let (_, batch, key, _) = leaf_change_of(record).expect("a leaf record");
                 if let Some(image) = image {
                     install_image(&mut pages, page_size, *page_id, image, *end_lsn)?;
                     free.remove(page_id);
@@ -113,13 +103,21 @@ pub(crate) fn redo(
                 let page = logged_page(&mut pages, *page_id)?;
                 match record {
                     Record::Put { value, .. } => redo_put(page, key, value),
+                    Record::Patch {
+                        value_len, ranges, ..
+                    } => redo_patch(page, key, *value_len, ranges),
                     _ => redo_remove(page, key),
                 }
                 .map_err(|reason| log_damage(*page_id, reason))?;
                 page_format::set_lsn(page, *end_lsn);
-                if *batch != 0 {
-                    batches.insert(*batch);
+                if batch != 0 {
+                    batches.insert(batch);
                 }
+            }
+            Record::Split(split) => {
+                redo_logged_split(&mut pages, page_size, split, *end_lsn)?;
+                free.remove(&split.left);
+                page_count = page_count.max(split.left + 1);
             }
             Record::Commit { batch } => {
                 committed.insert(*batch);
@@ -188,6 +186,50 @@ fn install_image(
     Ok(())
 }
 
+/// Replays a logical split: the node and its parent have images earlier in the log; the new
+/// page starts empty.
+fn redo_logged_split(
+    pages: &mut HashMap<u64, AlignedBuf>,
+    page_size: usize,
+    split: &Split,
+    end_lsn: u64,
+) -> Result<()> {
+    let ids = [split.page_id, split.parent, split.left];
+    for page_id in ids {
+        check_page_id(page_id, page_size)?;
+    }
+    if ids[0] == ids[1] || ids[1] == ids[2] || ids[0] == ids[2] {
+        return Err(log_damage(split.page_id, "a split naming one page twice"));
+    }
+    let mut node = pages.remove(&split.page_id);
+    let mut parent = pages.remove(&split.parent);
+    let mut left = AlignedBuf::new(page_size);
+    let outcome = match (&mut node, &mut parent) {
+        (Some(node), Some(parent)) => {
+            let page_type = page_format::page_type(node)
+                .ok_or_else(|| log_damage(split.page_id, "a split of a page without a type"))?;
+            page_format::init_header(&mut left, page_type, split.left);
+            redo_split(node, parent, &mut left, split)
+                .map_err(|reason| log_damage(split.page_id, reason))
+        }
+        _ => Err(log_damage(
+            split.page_id,
+            "a logged split of pages with no image before it",
+        )),
+    };
+    for (page_id, page) in [
+        (split.page_id, node),
+        (split.parent, parent),
+        (split.left, Some(left)),
+    ] {
+        if let Some(mut page) = page {
+            page_format::set_lsn(&mut page, end_lsn);
+            pages.insert(page_id, page);
+        }
+    }
+    outcome
+}
+
 /// The page a leaf record changes: it must have an image earlier in the log (see the module
 /// notes), else the log is damaged.
 fn logged_page(pages: &mut HashMap<u64, AlignedBuf>, page_id: u64) -> Result<&mut AlignedBuf> {
@@ -202,7 +244,9 @@ fn log_damage(page_id: u64, reason: impl Into<String>) -> Error {
 
 /// A leaf record's tree, batch, key and before-image.
 fn leaf_change_of(record: &Record) -> Option<(u64, u64, &[u8], &Before)> {
+    static UNRECORDED: Before = Before::Unrecorded;
     match record {
+        Record::Patch { tree, key, .. } => Some((*tree, 0, key.as_slice(), &UNRECORDED)),
         Record::Put {
             tree,
             batch,

@@ -99,12 +99,16 @@ impl<P: Policy> DbShared<P> {
         }
     }
 
-    /// Makes the commit whose log record ends at `lsn` as durable as `durability` says. After
+    /// Makes the commit whose log record ends at `lsn` (0: it wrote none) as durable as
+    /// `durability` says. After
     /// the log failed (a write or sync error), every commit fails: none could become durable.
     pub(crate) fn commit_durability(&self, lsn: u64, durability: Durability) -> Result<()> {
         let Some(log) = self.bm.log() else {
             return Ok(());
         };
+        // A commit that wrote no record (it changed nothing) still follows every commit
+        // before it: it is durable once they are.
+        let lsn = if lsn == 0 { log.end() } else { lsn };
         match durability {
             Durability::Immediate => log.wait_durable(lsn),
             Durability::Eventual => log.sync_eventually(),

@@ -182,38 +182,38 @@ impl<P: Policy> Tree<P> {
         modify: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>> {
         let key = key.as_ref();
-        if !self.may_exist(key) {
-            return Ok(None);
-        }
         let db = &self.handle.db;
-        db.admit();
-        let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
-        let result = self.handle.tree.update(key, &mut buffer, modify);
-        LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
-        match result? {
-            None => Ok(None),
-            Some((result, lsn)) => {
-                db.commit_durability(lsn, db.durability)?;
-                Ok(Some(result))
-            }
-        }
+        let updated = if self.may_exist(key) {
+            db.admit();
+            let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
+            let result = self.handle.tree.update(key, &mut buffer, modify);
+            LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
+            result?
+        } else {
+            None
+        };
+        // A commit that found nothing to change is durable once every commit before it is.
+        let lsn = updated.as_ref().map_or(0, |(_, lsn)| *lsn);
+        db.commit_durability(lsn, db.durability)?;
+        Ok(updated.map(|(result, _)| result))
     }
 
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
-        if !self.may_exist(key) {
-            return Ok(false);
-        }
         let db = &self.handle.db;
-        db.admit();
-        match self.handle.tree.remove(key, 0)? {
-            None => Ok(false),
-            Some(written) => {
-                db.commit_durability(written.lsn, db.durability)?;
-                Ok(true)
-            }
-        }
+        let removed = if self.may_exist(key) {
+            db.admit();
+            self.handle.tree.remove(key, 0)?
+        } else {
+            None
+        };
+        // A commit that found nothing to change is durable once every commit before it is.
+        db.commit_durability(
+            removed.as_ref().map_or(0, |written| written.lsn),
+            db.durability,
+        )?;
+        Ok(removed.is_some())
     }
 
     /// The pairs whose keys lie in `range`, in ascending key order.

@@ -40,9 +40,16 @@ fn key(rng: &mut fastrand::Rng) -> Vec<u8> {
     format!("key{:04}", rng.u32(0..2000)).into_bytes()
 }
 
-fn value(rng: &mut fastrand::Rng, commit: usize) -> Vec<u8> {
+/// A value naming its commit. Half of them have a length and filler fixed by the key, so
+/// that rewrites of a key in place (logged as patches of the bytes that changed) are common.
+fn value(rng: &mut fastrand::Rng, key: &[u8], commit: usize) -> Vec<u8> {
     let mut value = format!("v{commit}-").into_bytes();
-    value.resize(value.len() + rng.usize(0..600), b'x' + (commit % 3) as u8);
+    if rng.bool() {
+        let seed = key.iter().fold(0usize, |h, &b| h * 31 + usize::from(b));
+        value.resize(40 + seed % 300, b'a' + (seed % 26) as u8);
+    } else {
+        value.resize(value.len() + rng.usize(0..600), b'x' + (commit % 3) as u8);
+    }
     value
 }
 
@@ -62,7 +69,7 @@ fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Vec<Change>>, usize) {
         let changes: Vec<Change> = (0..size)
             .map(|_| {
                 let key = key(rng);
-                let value = (rng.u8(0..4) != 0).then(|| value(rng, commit));
+                let value = (rng.u8(0..4) != 0).then(|| value(rng, &key, commit));
                 (key, value)
             })
             .collect();

@@ -43,6 +43,10 @@ impl<P: Policy> BTree<P> {
                     return Ok(Step::Full(frame));
                 }
                 let before_value = (batch != 0 && found).then(|| leaf.value(index).to_vec());
+                // A single operation rewriting a value in place logs only what changed.
+                let changed = (same_size && batch == 0 && self.bm.log().is_some())
+                    .then(|| ChangedRanges::between(leaf.value(index), value))
+                    .flatten();
                 let mut page = NodeMut::new(self.bm.page_mut(frame, &mut guard));
                 if same_size {
                     page.overwrite_value(index, value);
@@ -55,7 +59,14 @@ impl<P: Policy> BTree<P> {
                 self.bm.frame(frame).set_dirty(true);
                 debug_assert!(self.node(frame).used_space() <= page_size);
                 let before = before_of(batch, &before_value);
-                let op = LeafOp::Put { key, value };
+                let op = match &changed {
+                    Some(changed) => LeafOp::Patch {
+                        key,
+                        value,
+                        changed,
+                    },
+                    None => LeafOp::Put { key, value },
+                };
                 let lsn = self
                     .bm
                     .log_leaf(frame, &mut guard, self.root_page_id, batch, op, before);
@@ -96,9 +107,20 @@ impl<P: Policy> BTree<P> {
                 .take()
                 .expect("nothing restarts after the latch is held");
             let result = modify(value);
+            let changed = self
+                .bm
+                .log()
+                .and_then(|_| ChangedRanges::between(leaf.value(index), value));
             NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
             self.bm.frame(frame).set_dirty(true);
-            let op = LeafOp::Put { key, value };
+            let op = match &changed {
+                Some(changed) => LeafOp::Patch {
+                    key,
+                    value,
+                    changed,
+                },
+                None => LeafOp::Put { key, value },
+            };
             let lsn = self.bm.log_leaf(
                 frame,
                 &mut guard,
@@ -167,13 +189,15 @@ impl<P: Policy> BTree<P> {
             .insert_at(index, &separator, &left_word);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(target).set_dirty(true);
-        self.bm.log_structure(
+        self.bm.log_split(
             &mut [
                 (left, &mut left_guard),
                 (target, &mut guard),
                 (parent, &mut parent_guard),
             ],
-            &[],
+            plan.left_count,
+            plan.right_start(node.is_leaf()),
+            &separator,
         );
         // Progress: no entry lost or duplicated, and the incoming entry has room on its side
         // (the half it shares a page with is strictly smaller than the node was).

@@ -42,7 +42,7 @@ use crate::buffer::{
 use crate::error::{Error, Result};
 use crate::io::page::PageType;
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
-use crate::wal::{BeforeRef, LeafOp};
+use crate::wal::{BeforeRef, ChangedRanges, LeafOp};
 use node::{entry_size, Bound, Node, NodeMut};
 use split::{Incoming, Separator, SplitPlan};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};

@@ -7,7 +7,9 @@
 //!   that recovery rebuilds every page changed since a checkpoint from the log alone (torn
 //!   pages included).
 //! * A structural change (split, merge, new root, new tree) is one record with the images of
-//!   all pages it changed and the ids it freed: atomic in the log.
+//!   all pages it changed and the ids it freed: atomic in the log. A split whose node and
+//!   parent recovery will hold anyway (both described since the checkpoint began) is logged
+//!   logically instead: how it split, a few bytes instead of three pages.
 //! * Page-id allocation and the log agree exactly: records that free ids or first describe a
 //!   new page are appended under the page-id lock, and a page allocated but not yet described
 //!   counts as free in a checkpoint's snapshot (a crash before its record leaks nothing).
@@ -17,7 +19,7 @@
 
 use super::policy::Policy;
 use super::*;
-use crate::wal::{BeforeRef, FillImage, LeafChange, LeafOp, Log, LogPosition};
+use crate::wal::{BeforeRef, FillImage, LeafChange, LeafOp, Log, LogPosition, Split};
 
 impl<P: Policy> BufferManager<P> {
     pub(crate) fn log(&self) -> Option<&Arc<Log>> {
@@ -72,12 +74,36 @@ impl<P: Policy> BufferManager<P> {
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
     ) {
-        self.log_structure_record(changed, freed, false);
+        self.log_structure_record(changed, freed, false, None);
+    }
+
+    /// Logs a node split: `changed` holds the new page with the left part, the node split
+    /// and its parent, in that order (latched exclusively by the caller); `left_count`,
+    /// `right_start` and `separator` say how it split (see `Record::Split`). The record is
+    /// logical when recovery will hold the node and its parent (both were described since the
+    /// current checkpoint began), else it holds the three pages' images.
+    pub(crate) fn log_split(
+        &self,
+        changed: &mut [(FrameId, &mut ExclusiveGuard<'_>); 3],
+        left_count: usize,
+        right_start: usize,
+        separator: &[u8],
+    ) {
+        let [left, target, parent] = [0, 1, 2].map(|i| self.frame(changed[i].0).page_id());
+        let split = Split {
+            page_id: target,
+            left,
+            parent,
+            left_count,
+            right_start,
+            separator: separator.to_vec(),
+        };
+        self.log_structure_record(changed, &[], false, Some(split));
     }
 
     /// Logs the creation of a tree whose root (new, latched by `guard`) is in `frame`.
     pub(crate) fn log_new_tree(&self, frame: FrameId, guard: &mut ExclusiveGuard<'_>) {
-        self.log_structure_record(&mut [(frame, guard)], &[], true);
+        self.log_structure_record(&mut [(frame, guard)], &[], true, None);
     }
 
     /// Frees `page_id`, which nothing references any more, by a record of its own (recovery
@@ -93,11 +119,14 @@ impl<P: Policy> BufferManager<P> {
         });
     }
 
+    /// Logs a structural change: as `split` (logical) if given and recovery will hold every
+    /// changed page but the first, else as the images of all changed pages.
     fn log_structure_record(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
         new_tree: bool,
+        split: Option<Split>,
     ) {
         let Some(log) = &self.log else {
             return;
@@ -111,14 +140,23 @@ impl<P: Policy> BufferManager<P> {
             .iter()
             .map(|(frame, _)| (self.frame(*frame).page_id(), *frame))
             .collect();
-        let ((), end) = log.append(|writer, _| {
-            writer.structure(
-                &pages,
-                &freed_ids,
-                new_tree,
-                self.page_size(),
-                |frame, image| self.copy_for_log(frame, image),
-            );
+        // The oldest change among the pages a logical split needs recovery to hold.
+        let oldest_needed = changed[1..]
+            .iter()
+            .map(|(frame, _)| page_format::lsn(self.page(*frame).all()))
+            .min()
+            .unwrap_or(0);
+        let ((), end) = log.append(|writer, image_threshold| {
+            match split.filter(|_| oldest_needed > image_threshold) {
+                Some(split) => writer.split(&split),
+                None => writer.structure(
+                    &pages,
+                    &freed_ids,
+                    new_tree,
+                    self.page_size(),
+                    |frame, image| self.copy_for_log(frame, image),
+                ),
+            };
         });
         for (page_id, _) in &pages {
             ids.logged(*page_id);

@@ -20,11 +20,14 @@
 //! written (callers wait with [`Log::wait_durable`]); a failed write or sync poisons the log:
 //! every later wait fails, so no page reaches the disk ahead of records that may be lost.
 
+mod decode;
 mod reader;
 pub(crate) mod record;
 
 pub(crate) use reader::{read_log, LogEnd};
-pub(crate) use record::{Before, BeforeRef, FillImage, FrameWriter, LeafChange, LeafOp, Record};
+pub(crate) use record::{
+    Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, Record, Split,
+};
 
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
@@ -39,6 +42,11 @@ pub(crate) const MAX_LSN: u64 = 1 << 62;
 
 /// The writer writes (without syncing) once this many bytes wait, to bound memory.
 const WRITE_AHEAD_BYTES: usize = 1 << 20;
+/// A chunk buffer's capacity: what the writer takes at once, usually, with room to spare so
+/// that appends rarely reallocate (buffers are reused).
+const CHUNK_CAPACITY: usize = WRITE_AHEAD_BYTES + (WRITE_AHEAD_BYTES >> 2);
+/// Chunk buffers kept for reuse.
+const SPARE_CHUNKS: usize = 4;
 
 /// Where a checkpoint record lies: recovery starts reading there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +94,10 @@ struct State {
     eventual_deadline: Option<Instant>,
     failed: Option<String>,
     shutdown: bool,
+    /// Chunk buffers the writer has written, kept for reuse.
+    spare: Vec<Vec<u8>>,
+    /// Where page images are assembled (see `FrameWriter::scratch`).
+    scratch: Vec<u8>,
 }
 
 struct Inner {
@@ -142,6 +154,8 @@ impl Log {
                 eventual_deadline: None,
                 failed: None,
                 shutdown: false,
+                spare: Vec::new(),
+                scratch: Vec::new(),
             }),
             work: Condvar::new(),
             progress: Condvar::new(),
@@ -352,19 +366,31 @@ impl Inner {
             .last()
             .is_none_or(|chunk| chunk.file != state.file)
         {
-            state.chunks.push(Chunk {
+            let bytes = state
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(CHUNK_CAPACITY));
+            let chunk = Chunk {
                 file: state.file,
                 offset: state.file_offset,
                 start_lsn: state.end,
-                bytes: Vec::with_capacity(64 << 10),
-            });
+                bytes,
+            };
+            state.chunks.push(chunk);
         }
-        let chunk = state.chunks.last_mut().expect("pushed above");
+        let State {
+            chunks,
+            generation,
+            scratch,
+            ..
+        } = state;
+        let chunk = chunks.last_mut().expect("pushed above");
         let before = chunk.bytes.len();
         let mut writer = FrameWriter {
             out: &mut chunk.bytes,
             base: chunk.start_lsn,
-            generation: state.generation,
+            generation: *generation,
+            scratch,
         };
         let result = write(&mut writer, state.redo_ptr);
         let added = chunk.bytes.len() - before;
@@ -381,6 +407,8 @@ impl Inner {
     fn write_loop(&self, mut tail: Tail) {
         // Files written since their last sync.
         let mut unsynced = [false; 2];
+        // The sector-aligned copy of what is written, reused.
+        let mut buffer = AlignedBuf::new(0);
         let mut state = self.state.lock();
         loop {
             if state.failed.is_some() {
@@ -426,8 +454,15 @@ impl Inner {
                 self.sync_armed.store(false, Ordering::Release);
             }
             drop(state);
-            let outcome = self.write_chunks(&chunks, &mut tail, &mut unsynced, sync);
+            let outcome = self.write_chunks(&chunks, &mut buffer, &mut tail, &mut unsynced, sync);
             state = self.state.lock();
+            for mut chunk in chunks {
+                if state.spare.len() < SPARE_CHUNKS && chunk.bytes.capacity() <= 2 * CHUNK_CAPACITY
+                {
+                    chunk.bytes.clear();
+                    state.spare.push(chunk.bytes);
+                }
+            }
             match outcome {
                 Ok(()) if sync => self.durable.store(target, Ordering::Release),
                 Ok(()) => {}
@@ -448,6 +483,7 @@ impl Inner {
     fn write_chunks(
         &self,
         chunks: &[Chunk],
+        buffer: &mut AlignedBuf,
         tail: &mut Tail,
         unsynced: &mut [bool; 2],
         sync: bool,
@@ -463,18 +499,22 @@ impl Inner {
                 &[]
             };
             debug_assert_eq!(aligned + prefix.len() as u64, chunk.offset);
-            let len = (prefix.len() + chunk.bytes.len()).next_multiple_of(IO_ALIGNMENT);
-            let mut buffer = AlignedBuf::new(len);
+            let data_len = prefix.len() + chunk.bytes.len();
+            let len = data_len.next_multiple_of(IO_ALIGNMENT);
+            if buffer.len() < len {
+                *buffer = AlignedBuf::new(len.next_power_of_two());
+            }
+            let buffer = &mut buffer[..len];
             buffer[..prefix.len()].copy_from_slice(prefix);
-            buffer[prefix.len()..prefix.len() + chunk.bytes.len()].copy_from_slice(&chunk.bytes);
-            self.files[chunk.file].write_at(&buffer, aligned)?;
+            buffer[prefix.len()..data_len].copy_from_slice(&chunk.bytes);
+            buffer[data_len..].fill(0);
+            self.files[chunk.file].write_at(buffer, aligned)?;
             self.bytes
                 .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
             unsynced[chunk.file] = true;
             let end = chunk.offset + chunk.bytes.len() as u64;
             let partial = (end % IO_ALIGNMENT as u64) as usize;
             let sector = end - partial as u64;
-            let data_len = prefix.len() + chunk.bytes.len();
             *tail = Tail {
                 file: chunk.file,
                 offset: sector,

@@ -17,7 +17,8 @@
 //!
 //! Invariant: no record is returned that did not pass every check above.
 
-use super::record::{FrameHeader, Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
+use super::decode::FrameHeader;
+use super::record::{Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
 use super::{LogPosition, Tail, MAX_LSN};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};

@@ -340,6 +340,13 @@ impl Pairs {
         self.map.contains_key(key)
     }
 
+    /// The values `key` may have.
+    pub fn values(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        self.map
+            .get(key)
+            .map_or_else(Vec::new, |values| values.iter().cloned().collect())
+    }
+
     pub fn len(&self) -> usize {
         self.count
     }

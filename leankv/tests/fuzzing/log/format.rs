@@ -12,9 +12,11 @@ pub const KIND_CHECKPOINT: u8 = 1;
 pub const KIND_STRUCTURE: u8 = 2;
 pub const KIND_PUT: u8 = 3;
 pub const KIND_REMOVE: u8 = 4;
+pub const KIND_PATCH: u8 = 5;
 pub const KIND_COMMIT: u8 = 6;
 pub const KIND_NEW_TREE: u8 = 7;
 pub const KIND_SYNC_MARK: u8 = 8;
+pub const KIND_SPLIT: u8 = 9;
 /// Largest page an image may claim.
 const MAX_PAGE: usize = 1 << 16;
 /// The reader reads whole sectors; a partial last sector reads as zeros.
@@ -77,9 +79,11 @@ pub fn frame_at(bytes: &[u8], at: usize) -> Option<Frame> {
                 | KIND_STRUCTURE
                 | KIND_PUT
                 | KIND_REMOVE
+                | KIND_PATCH
                 | KIND_COMMIT
                 | KIND_NEW_TREE
                 | KIND_SYNC_MARK
+                | KIND_SPLIT
         )
     {
         return None;
@@ -169,6 +173,31 @@ pub struct Decoded {
     pub images: Vec<(u64, Vec<u8>)>,
     pub page_ids: Vec<u64>,
     pub batch: Option<u64>,
+    pub patches: Vec<Patch>,
+}
+
+/// A logged in-place rewrite of a value: its length and the ranges `(offset, bytes)` replaced.
+#[derive(Debug, Clone)]
+pub struct Patch {
+    pub key: Vec<u8>,
+    pub value_len: usize,
+    pub ranges: Vec<(usize, Vec<u8>)>,
+}
+
+impl Patch {
+    /// `value` with the patch applied, if the patch fits it.
+    pub fn apply(&self, value: &[u8]) -> Option<Vec<u8>> {
+        if value.len() != self.value_len {
+            return None;
+        }
+        let mut patched = value.to_vec();
+        for (offset, bytes) in &self.ranges {
+            patched
+                .get_mut(*offset..offset.checked_add(bytes.len())?)?
+                .copy_from_slice(bytes);
+        }
+        Some(patched)
+    }
 }
 
 struct Cursor<'a> {
@@ -224,9 +253,23 @@ impl<'a> Cursor<'a> {
         Some(())
     }
 
-    /// A u32 length and that many bytes.
+    /// A LEB128 varint (an integer field as wide as its encoding).
+    fn varint(&mut self, what: &'static str, decoded: &mut Decoded) -> Option<u64> {
+        let mut value = 0u64;
+        for index in 0..10 {
+            let byte = *self.frame[..self.end].get(self.at + index)?;
+            value |= u64::from(byte & 0x7f).checked_shl(7 * index as u32)?;
+            if byte & 0x80 == 0 {
+                self.int(index + 1, what, decoded)?;
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    /// A varint length and that many bytes.
     fn blob(&mut self, what: &'static str, decoded: &mut Decoded) -> Option<&'a [u8]> {
-        let len = self.int(4, what, decoded)? as usize;
+        let len = self.varint(what, decoded)? as usize;
         let at = self.take(len)?;
         decoded.fields.push(Field::Bytes { at, len, what });
         Some(&self.frame[at..at + len])
@@ -266,23 +309,53 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
                     d.page_ids.push(id);
                 }
             }
-            KIND_PUT | KIND_REMOVE => {
-                let page_id = cursor.int(8, "page id", d)?;
+            KIND_PUT | KIND_REMOVE | KIND_PATCH => {
+                let flags = cursor.int(1, "leaf flags", d)?;
+                let page_id = cursor.varint("page id", d)?;
                 d.page_ids.push(page_id);
-                cursor.int(8, "tree", d)?;
-                d.batch = Some(cursor.int(8, "batch", d)?);
+                cursor.varint("tree", d)?;
+                d.batch = Some(cursor.varint("batch", d)?);
                 let key = cursor.blob("key", d)?.to_vec();
-                if kind == KIND_PUT {
-                    let value = cursor.blob("value", d)?;
-                    d.pairs.push((key.clone(), value.to_vec()));
+                match kind {
+                    KIND_PUT => {
+                        let value = cursor.blob("value", d)?;
+                        d.pairs.push((key.clone(), value.to_vec()));
+                    }
+                    KIND_PATCH => {
+                        let value_len = cursor.varint("patched value length", d)?;
+                        let count = cursor.varint("patch range count", d)?;
+                        let mut ranges = Vec::new();
+                        let mut end = 0u64;
+                        for _ in 0..count.min(1 << 10) {
+                            let offset = end.checked_add(cursor.varint("patch range gap", d)?)?;
+                            let bytes = cursor.blob("patch range", d)?;
+                            end = offset.checked_add(bytes.len() as u64)?;
+                            ranges.push((offset as usize, bytes.to_vec()));
+                        }
+                        d.patches.push(Patch {
+                            key: key.clone(),
+                            value_len: value_len.try_into().ok()?,
+                            ranges,
+                        });
+                    }
+                    _ => {}
                 }
-                if cursor.int(1, "before tag", d)? == 2 {
+                if (flags >> 1) & 3 == 2 {
                     let before = cursor.blob("before value", d)?;
                     d.pairs.push((key, before.to_vec()));
                 }
-                if cursor.int(1, "image tag", d)? == 1 {
+                if flags & 1 == 1 {
                     cursor.image(page_id, d)?;
                 }
+            }
+            KIND_SPLIT => {
+                for what in ["split page id", "split left page id", "split parent id"] {
+                    let page_id = cursor.varint(what, d)?;
+                    d.page_ids.push(page_id);
+                }
+                cursor.varint("split left count", d)?;
+                cursor.varint("split right start", d)?;
+                cursor.blob("split separator", d)?;
             }
             KIND_COMMIT => {
                 d.batch = Some(cursor.int(8, "batch", d)?);

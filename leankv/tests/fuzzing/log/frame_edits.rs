@@ -167,7 +167,7 @@ pub fn structured_edit(
             let bytes = &mut logs[file];
             let original = get_le(bytes, at + field, width);
             let value = match what {
-                "before tag" | "image tag" => [0, 1, 2, 3, 255][input.below(5)],
+                "leaf flags" => [0, 1, 2, 3, 4, 5, 8, 255][input.below(8)],
                 "durable" if input.chance(1, 2) => {
                     input.pick(&image.lsns).copied().unwrap_or(0) + 8 * input.below(4) as u64
                 }

@@ -198,7 +198,13 @@ fn describe(name: &'static str, pages: Vec<u8>, logs: [Vec<u8>; 2], written: Pai
     };
     all.add_wellformed_leaves(&pages, PAGE_SIZE);
     let residue = get_u64(&pages, SB_CHECKPOINT_OFFSET) as usize;
-    log_pairs(&logs, residue, |key, value| all.add(key, value));
+    let known = all.clone();
+    log_pairs(
+        &logs,
+        residue,
+        |key| known.values(key),
+        |key, value| all.add(key, value),
+    );
     let page_count = get_u64(&pages, nodes::SB_PAGE_COUNT);
     let mut page_ids = vec![
         get_u64(&pages, nodes::SB_CATALOG_ROOT),

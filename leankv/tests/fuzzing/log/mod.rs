@@ -107,7 +107,13 @@ pub fn run(data: &[u8]) -> CaseResult {
     }
     let mut global = Allowed::new(image.all.clone());
     let residue = get_u64(&pages, SB_CHECKPOINT_OFFSET) as usize;
-    log_pairs(&logs, residue, |key, value| global.add(key, value));
+    let base = image.all.clone();
+    log_pairs(
+        &logs,
+        residue,
+        |key| base.values(key),
+        |key, value| global.add(key, value),
+    );
     let mut oracle = Oracle {
         global,
         tree: None,
