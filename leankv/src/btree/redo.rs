@@ -196,8 +196,14 @@ mod tests {
         for page in [&leaf, &parent, &left] {
             assert_eq!(Node::new(PageView::from_slice(page)).check(), Ok(()));
         }
-        assert_eq!(keys(&left), (0..15).map(|n| format!("{n:02}")).collect::<Vec<_>>());
-        assert_eq!(keys(&leaf), (15..40).map(|n| format!("{n:02}")).collect::<Vec<_>>());
+        assert_eq!(
+            keys(&left),
+            (0..15).map(|n| format!("{n:02}")).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            keys(&leaf),
+            (15..40).map(|n| format!("{n:02}")).collect::<Vec<_>>()
+        );
         let parent = Node::new(PageView::from_slice(&parent));
         assert_eq!(parent.key(0), b"14");
         assert_eq!(parent.child_word(0), Swip::unswizzled_word(9));
@@ -208,15 +214,30 @@ mod tests {
     fn a_split_that_does_not_match_its_pages_changes_nothing() {
         for (bad, why) in [
             (split(15, 16, "14"), "leaf halves must meet"),
-            (split(15, 15, "16"), "separator above the right part's first key"),
-            (split(15, 15, "13"), "separator below the left part's last key"),
+            (
+                split(15, 15, "16"),
+                "separator above the right part's first key",
+            ),
+            (
+                split(15, 15, "13"),
+                "separator below the left part's last key",
+            ),
             (split(41, 41, "99"), "split point beyond the node"),
-            (Split { page_id: 6, ..split(15, 15, "14") }, "parent leads elsewhere"),
+            (
+                Split {
+                    page_id: 6,
+                    ..split(15, 15, "14")
+                },
+                "parent leads elsewhere",
+            ),
         ] {
             let (mut leaf, mut parent) = leaf_and_parent();
             let (leaf_before, parent_before) = (leaf.clone(), parent.clone());
             let mut left = vec![0u8; PAGE];
-            assert!(redo_split(&mut leaf, &mut parent, &mut left, &bad).is_err(), "{why}");
+            assert!(
+                redo_split(&mut leaf, &mut parent, &mut left, &bad).is_err(),
+                "{why}"
+            );
             assert_eq!((leaf, parent), (leaf_before, parent_before), "{why}");
         }
     }

@@ -79,7 +79,10 @@ struct Chunk {
 }
 
 struct State {
-    chunks: Vec<Chunk>,
+    /// The chunk appends go to (kept inline: appending touches few cache lines).
+    open: Option<Chunk>,
+    /// Earlier chunks not yet taken by the writer (a checkpoint switched files).
+    sealed: Vec<Chunk>,
     pending_bytes: usize,
     /// Next LSN, and where it lands.
     end: u64,
@@ -113,10 +116,9 @@ struct Inner {
     sync_armed: AtomicBool,
     /// Set once `State::failed` is.
     failed: AtomicBool,
-    /// `State::end` and `State::checkpoint.lsn`, readable without the mutex: `admit` runs before
-    /// every write.
-    end: AtomicU64,
-    checkpointed: AtomicU64,
+    /// Set while the log is more than four checkpoint intervals beyond the last completed
+    /// checkpoint (`admit` runs before every write and reads only this; it changes rarely).
+    throttled: AtomicBool,
     next_batch: AtomicU64,
     bytes: AtomicU64,
     syncs: AtomicU64,
@@ -142,7 +144,8 @@ impl Log {
             files,
             config,
             state: Mutex::new(State {
-                chunks: Vec::new(),
+                open: None,
+                sealed: Vec::new(),
                 pending_bytes: 0,
                 end: end.lsn,
                 file: end.file,
@@ -162,8 +165,7 @@ impl Log {
             durable: AtomicU64::new(end.lsn),
             sync_armed: AtomicBool::new(false),
             failed: AtomicBool::new(false),
-            end: AtomicU64::new(end.lsn),
-            checkpointed: AtomicU64::new(checkpoint.lsn),
+            throttled: AtomicBool::new(false),
             next_batch: AtomicU64::new(u64::from(generation) << 32),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -248,7 +250,7 @@ impl Log {
 
     /// The current end of the log.
     pub(crate) fn end(&self) -> u64 {
-        self.inner.end.load(Ordering::Acquire)
+        self.inner.state.lock().end
     }
 
     /// Begins a checkpoint: appends its record with the page count and free list, in the
@@ -278,9 +280,7 @@ impl Log {
     pub(crate) fn checkpoint_completed(&self, position: LogPosition) {
         let mut state = self.inner.state.lock();
         state.checkpoint = position;
-        self.inner
-            .checkpointed
-            .store(position.lsn, Ordering::Release);
+        self.inner.update_throttle(&state);
         drop(state);
         self.inner.progress.notify_all();
     }
@@ -294,17 +294,11 @@ impl Log {
     /// Waits (before a write latches anything) while the log is far beyond its checkpoint
     /// interval, so that checkpoints keep up and the log's disk use stays bounded.
     pub(crate) fn admit(&self) {
-        let limit = 4 * self.inner.config.checkpoint_bytes;
-        let behind = |end: u64, checkpointed: u64| end.saturating_sub(checkpointed) > limit;
-        let inner = &self.inner;
-        if !behind(
-            inner.end.load(Ordering::Acquire),
-            inner.checkpointed.load(Ordering::Acquire),
-        ) {
+        if !self.inner.throttled.load(Ordering::Acquire) {
             return;
         }
         let mut state = self.inner.state.lock();
-        while behind(state.end, state.checkpoint.lsn) && state.failed.is_none() && !state.shutdown {
+        while self.inner.too_far_ahead(&state) && state.failed.is_none() && !state.shutdown {
             self.inner
                 .progress
                 .wait_for(&mut state, Duration::from_millis(10));
@@ -362,9 +356,9 @@ impl Inner {
         write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R,
     ) -> R {
         if state
-            .chunks
-            .last()
-            .is_none_or(|chunk| chunk.file != state.file)
+            .open
+            .as_ref()
+            .is_none_or(|open| open.file != state.file)
         {
             let bytes = state
                 .spare
@@ -376,15 +370,17 @@ impl Inner {
                 start_lsn: state.end,
                 bytes,
             };
-            state.chunks.push(chunk);
+            if let Some(earlier) = state.open.replace(chunk) {
+                state.sealed.push(earlier);
+            }
         }
         let State {
-            chunks,
+            open,
             generation,
             scratch,
             ..
         } = state;
-        let chunk = chunks.last_mut().expect("pushed above");
+        let chunk = open.as_mut().expect("opened above");
         let before = chunk.bytes.len();
         let mut writer = FrameWriter {
             out: &mut chunk.bytes,
@@ -395,13 +391,26 @@ impl Inner {
         let result = write(&mut writer, state.redo_ptr);
         let added = chunk.bytes.len() - before;
         state.end += added as u64;
-        self.end.store(state.end, Ordering::Release);
         state.file_offset += added as u64;
+        if !self.throttled.load(Ordering::Relaxed) && self.too_far_ahead(state) {
+            self.update_throttle(state);
+        }
         state.pending_bytes += added;
         if state.pending_bytes >= WRITE_AHEAD_BYTES {
             self.work.notify_one();
         }
         result
+    }
+
+    /// Whether the log is more than four checkpoint intervals beyond the last completed
+    /// checkpoint (writers then wait in `admit`).
+    fn too_far_ahead(&self, state: &State) -> bool {
+        state.end.saturating_sub(state.checkpoint.lsn) > 4 * self.config.checkpoint_bytes
+    }
+
+    fn update_throttle(&self, state: &State) {
+        self.throttled
+            .store(self.too_far_ahead(state), Ordering::Release);
     }
 
     fn write_loop(&self, mut tail: Tail) {
@@ -414,7 +423,8 @@ impl Inner {
             if state.failed.is_some() {
                 // A failed log writes nothing more: what it would write follows records that
                 // may be lost. Appends after the failure are dropped; waiters see the failure.
-                state.chunks.clear();
+                state.open = None;
+                state.sealed.clear();
                 state.pending_bytes = 0;
                 self.progress.notify_all();
                 if state.shutdown {
@@ -437,16 +447,18 @@ impl Inner {
                 }
                 continue;
             }
-            if state.shutdown && state.chunks.is_empty() {
+            let nothing_appended = state.open.is_none() && state.sealed.is_empty();
+            if state.shutdown && nothing_appended {
                 return;
             }
-            if !state.chunks.is_empty() {
+            if !nothing_appended {
                 // How far the log was durable before this write: recovery finding damage
                 // below that knows synced records were lost (see `reader`).
                 let durable = self.durable.load(Ordering::Acquire);
                 self.append_locked(&mut state, |writer, _| writer.sync_mark(durable));
             }
-            let chunks = std::mem::take(&mut state.chunks);
+            let mut chunks = std::mem::take(&mut state.sealed);
+            chunks.extend(state.open.take());
             state.pending_bytes = 0;
             let target = state.end;
             if sync {

@@ -167,6 +167,17 @@ impl ChangedRanges {
     pub(crate) fn between(old: &[u8], new: &[u8]) -> Option<ChangedRanges> {
         debug_assert_eq!(old.len(), new.len());
         let len = new.len();
+        // A value mostly rewritten (a new value rather than a few fields updated) is logged
+        // whole: found by comparing words, before the byte-exact pass.
+        let word = |bytes: &[u8]| u64::from_ne_bytes(bytes.try_into().expect("8 bytes"));
+        let changed_words = old
+            .chunks_exact(8)
+            .zip(new.chunks_exact(8))
+            .filter(|(old, new)| word(old) != word(new))
+            .count();
+        if changed_words * 8 * 2 > len {
+            return None;
+        }
         let mut changed = ChangedRanges::default();
         let mut bytes = 0;
         let mut at = 0;
