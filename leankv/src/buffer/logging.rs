@@ -19,7 +19,7 @@
 
 use super::policy::Policy;
 use super::*;
-use crate::wal::{BeforeRef, FillImage, LeafChange, LeafOp, Log, LogPosition, Split};
+use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, Split};
 
 impl<P: Policy> BufferManager<P> {
     pub(crate) fn log(&self) -> Option<&Arc<Log>> {
@@ -52,12 +52,8 @@ impl<P: Policy> BufferManager<P> {
             op,
             before,
         };
-        let ((), end) = log.append(|writer, image_threshold| {
-            let mut fill = |image: &mut [u8]| self.copy_for_log(frame, image);
-            let image = (page_lsn <= image_threshold)
-                .then_some((self.page_size(), &mut fill as &mut FillImage<'_>));
-            writer.leaf(change, image);
-        });
+        let mut fill = |image: &mut [u8]| self.copy_for_log(frame, image);
+        let end = log.append_leaf(change, page_lsn, self.page_size(), &mut fill);
         if let Some(mut ids) = ids {
             ids.logged(page_id);
         }

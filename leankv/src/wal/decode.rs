@@ -41,9 +41,7 @@ impl FrameHeader {
         header: &[u8; FRAME_HEADER],
         payload: &[u8],
     ) -> Result<Record, String> {
-        let mut hasher = crc32c::crc32c(&header[4..]);
-        hasher = crc32c::crc32c_append(hasher, payload);
-        if hasher != self.checksum {
+        if frame_checksum(crc32c::crc32c(payload), header) != self.checksum {
             return Err("log frame checksum mismatch".into());
         }
         let mut reader = Reader { bytes: payload };
@@ -307,6 +305,7 @@ mod tests {
             base: 4096,
             generation: 3,
             scratch: &mut scratch,
+            payload_checksum: 0,
         };
         writer.checkpoint(10, &[3, 5]);
         writer.structure(&[(7, 0xabu8), (8, 0xcd)], &[5], false, 64, |byte, page| {

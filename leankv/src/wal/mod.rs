@@ -29,6 +29,8 @@ pub(crate) use record::{
     Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, Record, Split,
 };
 
+use record::{stamp, FRAME_HEADER};
+
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
 use parking_lot::{Condvar, Mutex};
@@ -69,6 +71,17 @@ pub(crate) struct LogConfig {
 pub(crate) struct LogCounters {
     pub(crate) bytes: u64,
     pub(crate) syncs: u64,
+}
+
+/// A thread's buffers for encoding a leaf record before it takes the log's mutex.
+#[derive(Default)]
+struct Staged {
+    frame: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+thread_local! {
+    static STAGED: std::cell::RefCell<Staged> = std::cell::RefCell::default();
 }
 
 struct Chunk {
@@ -116,6 +129,8 @@ struct Inner {
     sync_armed: AtomicBool,
     /// Set once `State::failed` is.
     failed: AtomicBool,
+    /// `State::redo_ptr`, read before a leaf record is encoded (it changes at checkpoints).
+    redo_ptr: AtomicU64,
     /// Set while the log is more than four checkpoint intervals beyond the last completed
     /// checkpoint (`admit` runs before every write and reads only this; it changes rarely).
     throttled: AtomicBool,
@@ -166,6 +181,7 @@ impl Log {
             sync_armed: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             throttled: AtomicBool::new(false),
+            redo_ptr: AtomicU64::new(checkpoint.lsn),
             next_batch: AtomicU64::new(u64::from(generation) << 32),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -189,6 +205,46 @@ impl Log {
         let mut state = self.inner.state.lock();
         let result = self.inner.append_locked(&mut state, write);
         (result, state.end)
+    }
+
+    /// Appends a leaf record: `change` to a page whose last change ended at `page_lsn`, with
+    /// the page's image (`fill` writes it, `page_size` bytes) if the page's last change lies
+    /// at or before the image threshold. The record is encoded and checksummed before the
+    /// mutex is taken; under it, it is only copied and given its position. Returns its end.
+    pub(crate) fn append_leaf(
+        &self,
+        change: LeafChange<'_>,
+        page_lsn: u64,
+        page_size: usize,
+        fill: &mut FillImage<'_>,
+    ) -> u64 {
+        STAGED.with(|staged| {
+            let mut staged = staged.borrow_mut();
+            let Staged { frame, scratch } = &mut *staged;
+            let mut encode = |with_image: bool, frame: &mut Vec<u8>| {
+                frame.clear();
+                let mut writer = FrameWriter {
+                    out: frame,
+                    base: 0,
+                    generation: 0,
+                    scratch,
+                    payload_checksum: 0,
+                };
+                let image = with_image.then_some((page_size, &mut *fill));
+                writer.leaf(change, image);
+                writer.payload_checksum
+            };
+            let imaged = page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire);
+            let mut payload_checksum = encode(imaged, frame);
+            let mut state = self.inner.state.lock();
+            if !imaged && page_lsn <= state.redo_ptr {
+                // A checkpoint began meanwhile: the change must carry the page's image.
+                payload_checksum = encode(true, frame);
+            }
+            self.inner
+                .append_encoded(&mut state, frame, payload_checksum);
+            state.end
+        })
     }
 
     /// A fresh batch id, unique across the lives of the database (the generation leads).
@@ -270,6 +326,7 @@ impl Log {
             lsn: state.end,
         };
         state.redo_ptr = state.end;
+        self.inner.redo_ptr.store(state.end, Ordering::Release);
         self.inner
             .append_locked(&mut state, |writer, _| writer.checkpoint(page_count, free));
         position
@@ -387,6 +444,7 @@ impl Inner {
             base: chunk.start_lsn,
             generation: *generation,
             scratch,
+            payload_checksum: 0,
         };
         let result = write(&mut writer, state.redo_ptr);
         let added = chunk.bytes.len() - before;
@@ -411,6 +469,19 @@ impl Inner {
     fn update_throttle(&self, state: &State) {
         self.throttled
             .store(self.too_far_ahead(state), Ordering::Release);
+    }
+
+    /// Appends `frame`, encoded at position 0 of generation 0 with payload checksum
+    /// `payload_checksum`, stamping its real position and generation.
+    fn append_encoded(&self, state: &mut State, frame: &[u8], payload_checksum: u32) {
+        let generation = state.generation;
+        self.append_locked(state, |writer, _| {
+            let start = writer.out.len();
+            writer.out.extend_from_slice(frame);
+            let lsn = writer.base + start as u64;
+            let header = &mut writer.out[start..start + FRAME_HEADER];
+            stamp(header, lsn, generation, payload_checksum);
+        });
     }
 
     fn write_loop(&self, mut tail: Tail) {

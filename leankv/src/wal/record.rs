@@ -1,8 +1,9 @@
 //! Log records and how they are encoded into frames (decoding is in `decode`).
 //!
 //! A frame is `[crc32c u32][payload length u32][lsn u64][generation u32][kind u8][0; 3]`
-//! followed by the payload and zero padding to a multiple of 8 bytes. The CRC-32C covers
-//! everything after itself up to the end of the payload. A frame's LSN is its position in the
+//! followed by the payload and zero padding to a multiple of 8 bytes. The CRC-32C covers the
+//! payload and then the header after the CRC itself (payload first, so that a record is
+//! encoded, checksum included, before the log's mutex assigns its position). A frame's LSN is its position in the
 //! log stream (bytes since the database's first record), so a frame read at the wrong place,
 //! left over from an earlier pass over the file, fails the position check; the generation
 //! (counted up at every open) fences frames a crashed process left beyond the point where
@@ -248,6 +249,23 @@ pub(crate) struct FrameWriter<'a> {
     pub(crate) generation: u32,
     /// A page-sized buffer images are filled into before their gap is left out.
     pub(crate) scratch: &'a mut Vec<u8>,
+    /// The checksum of the last frame's payload (see [`stamp`]).
+    pub(crate) payload_checksum: u32,
+}
+
+/// The checksum of a frame: its payload's, continued over the header after the checksum.
+pub(super) fn frame_checksum(payload_checksum: u32, header: &[u8; FRAME_HEADER]) -> u32 {
+    crc32c::crc32c_append(payload_checksum, &header[4..])
+}
+
+/// Writes a frame's position and generation into its header (the rest of it written) and
+/// its checksum, given its payload's: how a frame encoded ahead gets its place in the log.
+pub(crate) fn stamp(header: &mut [u8], lsn: u64, generation: u32, payload_checksum: u32) {
+    let header: &mut [u8; FRAME_HEADER] = header.try_into().expect("a frame header");
+    header[8..16].copy_from_slice(&lsn.to_le_bytes());
+    header[16..20].copy_from_slice(&generation.to_le_bytes());
+    let checksum = frame_checksum(payload_checksum, header);
+    header[..4].copy_from_slice(&checksum.to_le_bytes());
 }
 
 impl FrameWriter<'_> {
@@ -259,13 +277,12 @@ impl FrameWriter<'_> {
         body(self.out, self.scratch);
         let payload = self.out.len() - start - FRAME_HEADER;
         debug_assert!(payload <= MAX_PAYLOAD);
+        let payload_checksum = crc32c::crc32c(&self.out[start + FRAME_HEADER..]);
         let header = &mut self.out[start..start + FRAME_HEADER];
         header[4..8].copy_from_slice(&(payload as u32).to_le_bytes());
-        header[8..16].copy_from_slice(&lsn.to_le_bytes());
-        header[16..20].copy_from_slice(&self.generation.to_le_bytes());
         header[20] = kind;
-        let checksum = crc32c::crc32c(&self.out[start + 4..]);
-        self.out[start..start + 4].copy_from_slice(&checksum.to_le_bytes());
+        stamp(header, lsn, self.generation, payload_checksum);
+        self.payload_checksum = payload_checksum;
         let padded = self.out.len().next_multiple_of(FRAME_ALIGN);
         self.out.resize(padded, 0);
         self.base + padded as u64

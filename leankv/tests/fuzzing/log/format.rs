@@ -64,7 +64,9 @@ impl Frame {
 fn crc_of(bytes: &[u8], at: usize, payload_len: usize) -> Option<u32> {
     let header = bytes.get(at + 4..at + FRAME_HEADER)?;
     let payload = bytes.get(at + FRAME_HEADER..(at + FRAME_HEADER).checked_add(payload_len)?)?;
-    Some(crc32c::crc32c_append(crc32c::crc32c(header), payload))
+    // The payload first, then the header's fields (so a record encodes before its position
+    // is known).
+    Some(crc32c::crc32c_append(crc32c::crc32c(payload), header))
 }
 
 /// The frame at `at`, if its kind is one the reader decodes and its checksum holds.
