@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
 use crate::io::{AlignedBuf, Storage};
 use crate::options::Options;
-use crate::recovery::{self, Undo};
+use crate::recovery::{self, Restore, Undo};
 use crate::shared::DbShared;
 use crate::wal::{read_log, Log, LogConfig, LogEnd, LogPosition, Tail, MAX_LSN};
 use parking_lot::{Mutex, RwLock};
@@ -280,11 +280,31 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
             }
         };
         match &undo.before {
-            Some(value) => {
+            Restore::Value(value) => {
                 tree.insert(&undo.key, value, 0)?;
             }
-            None => {
+            Restore::Absent => {
                 tree.remove(&undo.key, 0)?;
+            }
+            Restore::Ranges(ranges) => {
+                // The value is the patched one (later changes were undone first): put the old
+                // bytes back in place.
+                let mut value = Vec::new();
+                let restored = tree.update(&undo.key, &mut value, |bytes| {
+                    let fits = ranges
+                        .iter()
+                        .all(|(offset, old)| offset + old.len() <= bytes.len());
+                    for (offset, old) in ranges.iter().filter(|_| fits) {
+                        bytes[*offset..offset + old.len()].copy_from_slice(old);
+                    }
+                    fits
+                })?;
+                if !matches!(restored, Some((true, _))) {
+                    return Err(Error::corruption(
+                        undo.tree,
+                        "write-ahead log: a batch's patch to undo does not match its value",
+                    ));
+                }
             }
         }
     }

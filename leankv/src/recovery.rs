@@ -25,12 +25,23 @@ use crate::io::{AlignedBuf, Storage};
 use crate::wal::{Before, Record, Split};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// A change to roll back: set `key` of the tree with root page `tree` to `before`.
+/// A change to roll back: restore `key` of the tree with root page `tree` as `before` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Undo {
     pub(crate) tree: u64,
     pub(crate) key: Vec<u8>,
-    pub(crate) before: Option<Vec<u8>>,
+    pub(crate) before: Restore,
+}
+
+/// What a rolled-back change restores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Restore {
+    /// The key was absent: remove it.
+    Absent,
+    /// The key held this value.
+    Value(Vec<u8>),
+    /// The value held these bytes at these offsets (a patch rolled back).
+    Ranges(Vec<(usize, Vec<u8>)>),
 }
 
 /// The state recovery rebuilt.
@@ -244,9 +255,7 @@ fn log_damage(page_id: u64, reason: impl Into<String>) -> Error {
 
 /// A leaf record's tree, batch, key and before-image.
 fn leaf_change_of(record: &Record) -> Option<(u64, u64, &[u8], &Before)> {
-    static UNRECORDED: Before = Before::Unrecorded;
     match record {
-        Record::Patch { tree, key, .. } => Some((*tree, 0, key.as_slice(), &UNRECORDED)),
         Record::Put {
             tree,
             batch,
@@ -255,6 +264,13 @@ fn leaf_change_of(record: &Record) -> Option<(u64, u64, &[u8], &Before)> {
             ..
         }
         | Record::Remove {
+            tree,
+            batch,
+            key,
+            before,
+            ..
+        }
+        | Record::Patch {
             tree,
             batch,
             key,
@@ -296,8 +312,9 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
             continue;
         }
         let before = match before {
-            Before::Absent => None,
-            Before::Value(value) => Some(value.clone()),
+            Before::Absent => Restore::Absent,
+            Before::Value(value) => Restore::Value(value.clone()),
+            Before::Ranges(ranges) => Restore::Ranges(ranges.clone()),
             Before::Unrecorded => {
                 return Err(log_damage(0, "a batch's change without its before-image"));
             }
@@ -341,16 +358,15 @@ mod tests {
             (0, Record::Commit { batch: 8 }),
         ];
         let undo = undo_list(&records, &HashSet::from([7])).unwrap();
-        let undo: Vec<(&[u8], Option<&[u8]>)> = undo
-            .iter()
-            .map(|u| (u.key.as_slice(), u.before.as_deref()))
-            .collect();
+        let undo: Vec<(&[u8], &Restore)> =
+            undo.iter().map(|u| (u.key.as_slice(), &u.before)).collect();
+        let value = |v: &str| Restore::Value(v.into());
         assert_eq!(
             undo,
             vec![
-                (&b"c"[..], Some(&b"c1"[..])),
-                (&b"c"[..], Some(&b"c0"[..])),
-                (&b"b"[..], None),
+                (&b"c"[..], &value("c1")),
+                (&b"c"[..], &value("c0")),
+                (&b"b"[..], &Restore::Absent),
             ]
         );
     }

@@ -43,8 +43,9 @@ impl<P: Policy> BTree<P> {
                     return Ok(Step::Full(frame));
                 }
                 let before_value = (batch != 0 && found).then(|| leaf.value(index).to_vec());
-                // A single operation rewriting a value in place logs only what changed.
-                let changed = (same_size && batch == 0 && self.bm.log().is_some())
+                // A value rewritten in place logs only what changed (and in a batch, what those
+                // bytes were).
+                let changed = (same_size && self.bm.log().is_some())
                     .then(|| ChangedRanges::between(leaf.value(index), value))
                     .flatten();
                 let mut page = NodeMut::new(self.bm.page_mut(frame, &mut guard));

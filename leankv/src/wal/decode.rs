@@ -202,6 +202,7 @@ impl Reader<'_> {
         }
         let (page_id, tree, batch) = (self.varint()?, self.varint()?, self.varint()?);
         let key = self.bytes_with_len()?;
+        let before_tag = (flags >> BEFORE_SHIFT) & 3;
         let mut value = None;
         let mut patch = None;
         match kind {
@@ -210,27 +211,34 @@ impl Reader<'_> {
                 let value_len = self.varint()?;
                 let count = self.length()?;
                 let mut ranges = Vec::with_capacity(count);
+                let mut old_ranges = Vec::new();
                 let mut end = 0u64;
                 for _ in 0..count {
                     let offset = end
                         .checked_add(self.varint()?)
                         .ok_or("patch range beyond its value")?;
                     let bytes = self.bytes_with_len()?;
-                    end = offset + bytes.len() as u64;
+                    end = offset
+                        .checked_add(bytes.len() as u64)
+                        .ok_or("patch range beyond its value")?;
                     if end > value_len {
                         return Err("patch range beyond its value".into());
                     }
+                    if before_tag == BEFORE_RANGES {
+                        old_ranges.push((offset as usize, self.take(bytes.len())?.to_vec()));
+                    }
                     ranges.push((offset as usize, bytes));
                 }
-                patch = Some((value_len as usize, ranges));
+                patch = Some((value_len as usize, ranges, old_ranges));
             }
             _ => {}
         }
-        let before = match (flags >> BEFORE_SHIFT) & 3 {
-            BEFORE_UNRECORDED => Before::Unrecorded,
-            BEFORE_ABSENT => Before::Absent,
-            BEFORE_VALUE => Before::Value(self.bytes_with_len()?),
-            other => return Err(format!("unknown before-image tag {other}")),
+        let before = match (before_tag, &mut patch) {
+            (BEFORE_UNRECORDED, _) => Before::Unrecorded,
+            (BEFORE_ABSENT, None) => Before::Absent,
+            (BEFORE_VALUE, None) => Before::Value(self.bytes_with_len()?),
+            (BEFORE_RANGES, Some((_, _, old_ranges))) => Before::Ranges(std::mem::take(old_ranges)),
+            (other, _) => return Err(format!("before-image tag {other} on a {kind} record")),
         };
         let image = (flags & FLAG_IMAGE != 0)
             .then(|| self.page_image())
@@ -245,16 +253,18 @@ impl Reader<'_> {
                 before,
                 image,
             },
-            (None, Some((value_len, ranges))) => {
-                if batch != 0 || before != Before::Unrecorded {
-                    return Err("a patch inside a batch".into());
+            (None, Some((value_len, ranges, _))) => {
+                if (batch == 0) != (before == Before::Unrecorded) {
+                    return Err("a patch whose old bytes do not match its batch".into());
                 }
                 Record::Patch {
                     page_id,
                     tree,
+                    batch,
                     key,
                     value_len,
                     ranges,
+                    before,
                     image,
                 }
             }
@@ -351,20 +361,27 @@ mod tests {
             },
             None,
         );
+        writer.leaf(change(9, patch, BeforeRef::Value(&old)), None);
         let end = writer.commit(9);
         assert_eq!(end, 4096 + out.len() as u64);
         let records = decode_all(&out, 4096);
-        assert_eq!(records.len(), 7);
+        assert_eq!(records.len(), 8);
         assert_eq!(
             records[5].1,
             Record::Patch {
                 page_id: 1 << 40,
                 tree: 300,
+                batch: 0,
                 key: b"p".to_vec(),
                 value_len: 300,
                 ranges: vec![(3, vec![1, 7, 2]), (200, vec![9; 8])],
+                before: Before::Unrecorded,
                 image: None,
             }
+        );
+        assert!(
+            matches!(&records[6].1, Record::Patch { batch: 9, before: Before::Ranges(old), .. }
+            if old == &vec![(3, vec![7; 3]), (200, vec![7; 8])])
         );
         assert_eq!(
             records[0].1,
@@ -395,7 +412,7 @@ mod tests {
         assert!(
             matches!(&records[4].1, Record::Put { image: Some(image), before: Before::Absent, .. } if image == &vec![1; 64])
         );
-        assert_eq!(records[6].1, Record::Commit { batch: 9 });
+        assert_eq!(records[7].1, Record::Commit { batch: 9 });
         for position in [0, 5, 9, 17, 20, 30] {
             let mut damaged = out.clone();
             damaged[position] ^= 4;
@@ -453,13 +470,24 @@ mod leaf_encoding_tests {
     }
 
     #[test]
-    fn patches_out_of_their_value_or_inside_batches_are_refused() {
-        // flags, page 5, tree 1, batch, key "k", value length 4, one range at 3 of 2 bytes.
-        let payload = |batch: u8, gap: u8| vec![0, 5, 1, batch, 1, b'k', 4, 1, gap, 2, 9, 9];
+    fn patches_out_of_their_value_or_without_their_batchs_old_bytes_are_refused() {
+        // Flags (before tag), page 5, tree 1, batch, key "k", value length 4, one range at
+        // `gap` of 2 bytes (and, tagged 3, its 2 old bytes).
+        let payload = |tag: u8, batch: u8, gap: u8| {
+            let mut bytes = vec![tag << 1, 5, 1, batch, 1, b'k', 4, 1, gap, 2, 9, 9];
+            if tag == BEFORE_RANGES {
+                bytes.extend([1, 1]);
+            }
+            bytes
+        };
         let decode = |bytes: &[u8]| Reader { bytes }.leaf(KIND_PATCH);
-        assert!(decode(&payload(0, 2)).is_ok());
-        assert!(decode(&payload(0, 3)).is_err());
-        assert!(decode(&payload(7, 2)).is_err());
+        assert!(decode(&payload(0, 0, 2)).is_ok());
+        assert!(decode(&payload(BEFORE_RANGES, 7, 2)).is_ok());
+        assert!(decode(&payload(0, 0, 3)).is_err());
+        assert!(decode(&payload(0, 7, 2)).is_err());
+        assert!(decode(&payload(BEFORE_RANGES, 0, 2)).is_err());
+        assert!(decode(&payload(BEFORE_VALUE, 7, 2)).is_err());
+        assert!(decode(&payload(BEFORE_ABSENT, 7, 2)).is_err());
         // A length beyond the record.
         assert!(decode(&[0, 5, 1, 0, 200, b'k']).is_err());
     }

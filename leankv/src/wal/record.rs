@@ -17,8 +17,8 @@
 //! * `Put` / `Remove` / `Patch`: one key of one leaf, with the tree (its root page id), the
 //!   batch (0: a single operation, committed by itself), for batches the value before, and the
 //!   page's full image after the change when it is the page's first change since a checkpoint
-//!   began. A `Patch` rewrites a value in place: only the byte ranges that changed (single
-//!   operations only, so it never needs undoing);
+//!   began. A `Patch` rewrites a value in place: only the byte ranges that changed (in a
+//!   batch with the ranges' old bytes, to undo it);
 //! * `Split`: a node split, logically (when the node and its parent were described since the
 //!   checkpoint began, so recovery holds both): the node, the new page taking its left part
 //!   (entries `..left_count`), where its right part starts, the separator, and the parent
@@ -30,7 +30,8 @@
 //! Leaf payload: `[flags u8: bit 0 image follows, bits 1-2 before tag (0 unrecorded, 1
 //! absent, 2 value)][page id][tree][batch][key len][key]`, then for `Put` `[value len][value]`,
 //! for `Patch` `[value len][range count]` and per range `[gap from the previous range's
-//! end][len][bytes]`; then the before value (`[len][bytes]`) if tagged, then the image.
+//! end][len][bytes]` and, in a batch (before tag 3), the range's old bytes; then the before
+//! value (`[len][bytes]`) if tagged 2, then the image.
 
 /// Bytes of a frame header.
 pub(crate) const FRAME_HEADER: usize = 24;
@@ -56,6 +57,8 @@ pub(super) const BEFORE_SHIFT: u8 = 1;
 pub(super) const BEFORE_UNRECORDED: u8 = 0;
 pub(super) const BEFORE_ABSENT: u8 = 1;
 pub(super) const BEFORE_VALUE: u8 = 2;
+/// A batch's patch: the old bytes of each range follow the range's new bytes.
+pub(super) const BEFORE_RANGES: u8 = 3;
 
 /// What a leaf operation changed, for undoing it if its batch never commits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +69,8 @@ pub(crate) enum Before {
     Absent,
     /// The key held this value.
     Value(Vec<u8>),
+    /// The key held a value of the same length with these bytes at these offsets (a patch).
+    Ranges(Vec<(usize, Vec<u8>)>),
 }
 
 /// One decoded log record.
@@ -99,14 +104,16 @@ pub(crate) enum Record {
         before: Before,
         image: Option<Vec<u8>>,
     },
-    /// A single operation's in-place rewrite of a value of `value_len` bytes: each range
-    /// `(offset, bytes)` replaces those bytes.
+    /// An in-place rewrite of a value of `value_len` bytes: each range `(offset, bytes)`
+    /// replaces those bytes; in a batch, `before` holds the old bytes of the ranges.
     Patch {
         page_id: u64,
         tree: u64,
+        batch: u64,
         key: Vec<u8>,
         value_len: usize,
         ranges: Vec<(usize, Vec<u8>)>,
+        before: Before,
         image: Option<Vec<u8>>,
     },
     Split(Split),
@@ -345,14 +352,16 @@ impl FrameWriter<'_> {
             LeafOp::Remove { .. } => KIND_REMOVE,
             LeafOp::Patch { .. } => KIND_PATCH,
         };
-        debug_assert!(
-            kind != KIND_PATCH || (batch == 0 && matches!(before, BeforeRef::Unrecorded))
-        );
-        let (before_tag, before_value) = match before {
-            BeforeRef::Unrecorded => (BEFORE_UNRECORDED, None),
-            BeforeRef::Absent => (BEFORE_ABSENT, None),
-            BeforeRef::Value(value) => (BEFORE_VALUE, Some(value)),
+        // A patch in a batch records its ranges' old bytes instead of the whole old value.
+        let (before_tag, before_value) = match (before, op) {
+            (BeforeRef::Unrecorded, _) => (BEFORE_UNRECORDED, None),
+            (BeforeRef::Absent, _) => (BEFORE_ABSENT, None),
+            (BeforeRef::Value(_), LeafOp::Patch { .. }) => (BEFORE_RANGES, None),
+            (BeforeRef::Value(value), _) => (BEFORE_VALUE, Some(value)),
         };
+        debug_assert!(
+            kind != KIND_PATCH || matches!(before_tag, BEFORE_UNRECORDED | BEFORE_RANGES)
+        );
         self.frame(kind, |out, scratch| {
             out.push(u8::from(image.is_some()) | before_tag << BEFORE_SHIFT);
             varint(out, page_id);
@@ -376,6 +385,9 @@ impl FrameWriter<'_> {
                     for (offset, len) in changed.iter() {
                         varint(out, (offset - previous_end) as u64);
                         bytes(out, &value[offset..offset + len]);
+                        if let BeforeRef::Value(old) = before {
+                            out.extend_from_slice(&old[offset..offset + len]);
+                        }
                         previous_end = offset + len;
                     }
                 }

@@ -327,18 +327,28 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
                         let value_len = cursor.varint("patched value length", d)?;
                         let count = cursor.varint("patch range count", d)?;
                         let mut ranges = Vec::new();
+                        let mut old_ranges = Vec::new();
                         let mut end = 0u64;
                         for _ in 0..count.min(1 << 10) {
                             let offset = end.checked_add(cursor.varint("patch range gap", d)?)?;
                             let bytes = cursor.blob("patch range", d)?;
                             end = offset.checked_add(bytes.len() as u64)?;
                             ranges.push((offset as usize, bytes.to_vec()));
+                            if (flags >> 1) & 3 == 3 {
+                                let at = cursor.take(bytes.len())?;
+                                let old = &cursor.frame[at..at + bytes.len()];
+                                old_ranges.push((offset as usize, old.to_vec()));
+                            }
                         }
-                        d.patches.push(Patch {
-                            key: key.clone(),
-                            value_len: value_len.try_into().ok()?,
-                            ranges,
-                        });
+                        let value_len: usize = value_len.try_into().ok()?;
+                        // A batch's patch may be rolled back: its old bytes are values too.
+                        for ranges in [ranges, old_ranges] {
+                            d.patches.push(Patch {
+                                key: key.clone(),
+                                value_len,
+                                ranges,
+                            });
+                        }
                     }
                     _ => {}
                 }
