@@ -13,6 +13,11 @@ pub struct IoCounters {
     pub page_writes: u64,
 }
 
+/// The commit unit of engines driven one operation at a time.
+pub const OPERATION_COMMITS: &str =
+    "operation: each write of a transaction commits on its own, so a crash can leave a \
+     transaction partly applied";
+
 /// What [`Engine::scan`] calls on each pair, in key order, until it returns false.
 pub type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
 
@@ -51,6 +56,14 @@ pub trait Engine: Send + Sync {
     /// The engine's own counters, by name (empty for engines that expose none).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+    /// Runs `body` as one transaction: engines that can make its writes one atomic commit do
+    /// (see [`Engine::transaction_unit`]); the others run each operation as its own commit
+    /// (`body(self)`).
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()>;
+    /// What one commit holds inside [`Engine::transaction`], for the results.
+    fn transaction_unit(&self) -> &'static str {
+        OPERATION_COMMITS
     }
     /// Makes everything written so far durable (or as durable as the engine gets).
     fn flush(&self) -> Result<()>;

@@ -6,10 +6,16 @@ use crate::engine::{DurabilityLevel, Engine, IoCounters, Setup, Table, Visit};
 use anyhow::{Context, Result};
 use leankv::ablations::{Db, Policy, Tree};
 use leankv::{Options, WriteBatch};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// What one commit holds in a leankv transaction (see [`Engine::transaction`]).
+pub const TRANSACTION_UNIT: &str =
+    "transaction: each transaction is one atomic WriteBatch (all or none after a crash; not \
+     isolated from concurrent transactions)";
 
 /// How long an eventual commit may wait for its sync: leankv's default, set here so that the
 /// settings can name it.
@@ -185,6 +191,28 @@ impl<P: Policy> Engine for LeanEngine<P> {
         ]
     }
 
+    /// Collects the transaction's writes in one `WriteBatch`, committed when `body` returns
+    /// (nothing if it fails); its reads see its own writes first.
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+        let transaction = Transaction {
+            engine: self,
+            writes: Mutex::new((WriteBatch::default(), HashMap::new())),
+        };
+        body(&transaction)?;
+        let (batch, _) = transaction
+            .writes
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !batch.is_empty() {
+            self.db.write(batch)?;
+        }
+        Ok(())
+    }
+
+    fn transaction_unit(&self) -> &'static str {
+        TRANSACTION_UNIT
+    }
+
     fn flush(&self) -> Result<()> {
         if !P::EVICTS {
             return Ok(()); // nothing to make durable: its storage is memory
@@ -194,6 +222,88 @@ impl<P: Policy> Engine for LeanEngine<P> {
 
     fn settings(&self) -> String {
         self.settings.clone()
+    }
+}
+
+/// A transaction's view of a [`LeanEngine`]: writes go into a batch, reads see them first.
+/// Scans see only what is committed (TPC-C never scans what its transaction wrote). The mutex
+/// is uncontended: one worker runs a transaction.
+struct Transaction<'e, P: Policy> {
+    engine: &'e LeanEngine<P>,
+    /// The batch and, per table and key, the value written (`None`: removed).
+    #[allow(clippy::type_complexity)]
+    writes: Mutex<(WriteBatch<P>, HashMap<(Table, Vec<u8>), Option<Vec<u8>>>)>,
+}
+
+impl<P: Policy> Transaction<'_, P> {
+    /// The value of `key` as this transaction sees it, into `value`; false if absent.
+    fn read(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        let writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(written) = writes.1.get(&(table, key.to_vec())) {
+            value.clear();
+            value.extend_from_slice(written.as_deref().unwrap_or_default());
+            return Ok(written.is_some());
+        }
+        drop(writes);
+        self.engine.get(table, key, value)
+    }
+
+    fn write(&self, table: Table, key: &[u8], value: Option<&[u8]>) {
+        let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let (batch, written) = &mut *writes;
+        let tree = &self.engine.trees[table];
+        match value {
+            Some(value) => batch.insert(tree, key, value),
+            None => batch.remove(tree, key),
+        }
+        written.insert((table, key.to_vec()), value.map(<[u8]>::to_vec));
+    }
+}
+
+impl<P: Policy> Engine for Transaction<'_, P> {
+    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        self.read(table, key, value)
+    }
+
+    fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(table, key, Some(value));
+        Ok(())
+    }
+
+    fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool> {
+        let mut value = Vec::new();
+        if !self.read(table, key, &mut value)? {
+            return Ok(false);
+        }
+        modify(&mut value);
+        self.write(table, key, Some(&value));
+        Ok(true)
+    }
+
+    fn delete(&self, table: Table, key: &[u8]) -> Result<bool> {
+        let mut value = Vec::new();
+        if !self.read(table, key, &mut value)? {
+            return Ok(false);
+        }
+        self.write(table, key, None);
+        Ok(true)
+    }
+
+    fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()> {
+        self.engine.scan(table, start, end, visit)
+    }
+
+    /// Already inside one: a nested transaction is part of it.
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+        body(self)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.engine.flush()
+    }
+
+    fn settings(&self) -> String {
+        self.engine.settings()
     }
 }
 

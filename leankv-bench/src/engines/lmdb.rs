@@ -137,6 +137,10 @@ impl Engine for Lmdb {
         Ok(())
     }
 
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+        body(self)
+    }
+
     fn flush(&self) -> Result<()> {
         Ok(self.env.force_sync()?)
     }

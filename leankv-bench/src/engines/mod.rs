@@ -14,6 +14,7 @@ mod rocksdb;
 
 pub use self::leankv::options as leankv_options;
 use self::leankv::LeanEngine;
+pub use self::leankv::TRANSACTION_UNIT as LEANKV_TRANSACTION_UNIT;
 use crate::engine::{Engine, EngineKind, Setup};
 use ::leankv::ablations::{HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Traditional};
 use anyhow::Result;

@@ -152,6 +152,10 @@ impl Engine for Redb {
         Ok(())
     }
 
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+        body(self)
+    }
+
     fn flush(&self) -> Result<()> {
         let txn = self.db.begin_write()?;
         Ok(txn.commit()?)

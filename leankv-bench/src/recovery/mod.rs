@@ -474,7 +474,7 @@ pub fn run(args: &RecoveryArgs) -> Result<Record<RecoveryRun>> {
             warehouses: args.warehouses,
             threads: args.threads,
             durability: args.durability,
-            commit_unit: tpcc::COMMIT_UNIT,
+            commit_unit: engines::LEANKV_TRANSACTION_UNIT,
             pool_bytes,
             checkpoint_every: args.checkpoint_every,
             seconds_run: crashed.seconds_run,

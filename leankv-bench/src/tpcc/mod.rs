@@ -24,16 +24,25 @@ pub use results::{summary, table, TpccRecord};
 pub use setup::Config;
 pub(crate) use setup::{copy_dir, ensure_loaded};
 
-use crate::engine::{EngineKind, PoolSize};
+use crate::engine::{Engine, EngineKind, PoolSize, OPERATION_COMMITS};
 use crate::harness::Environment;
 use crate::report;
 use anyhow::{bail, Context, Result};
 
-/// What one commit covers, stored with every run: the engines are driven one operation at a
-/// time, so a transaction is as many commits as it has writes (see `txn`).
-pub const COMMIT_UNIT: &str =
-    "operation: each write of a transaction commits on its own, so a crash can leave a \
-     transaction partly applied";
+/// Whether the workers run each transaction as one engine transaction (see `txn`): only
+/// when no two workers share a district, since the engines' transactions are not isolated.
+pub fn atomic_transactions(config: &Config, threads: usize) -> bool {
+    config.affinity || threads == 1
+}
+
+/// What one commit covers, stored with every run.
+pub fn commit_unit(engine: &dyn Engine, config: &Config, threads: usize) -> &'static str {
+    if atomic_transactions(config, threads) {
+        engine.transaction_unit()
+    } else {
+        OPERATION_COMMITS
+    }
+}
 
 /// Runs `config`, appending each run to the results file; fails if a check fails.
 pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {

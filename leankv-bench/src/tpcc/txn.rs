@@ -1,13 +1,16 @@
 //! The five TPC-C transactions (clauses 2.4–2.8) over the key-value interface.
 //!
-//! The engines are driven one operation at a time, without multi-operation transactions, so
-//! every transaction is a sequence of single-key operations, each its own commit at the run's
-//! durability: a crash can leave a transaction partly applied (records say so in
-//! `commit_unit`). Atomic transactions would need the `Engine` interface to group writes with
-//! read-your-writes and per-key locking across a transaction (leankv's `WriteBatch` only groups
-//! blind writes). Three rules keep the database consistent while running:
+//! With warehouse affinity (or one worker), each transaction runs as one engine transaction
+//! ([`Engine::transaction`]): leankv collects its writes in one atomic `WriteBatch` (all or none
+//! after a crash) whose reads see its own writes; engines without that run it operation by
+//! operation, each write its own commit (records say which in `commit_unit`). Transactions are
+//! not isolated from each other, which is why two workers never share a district while they
+//! are atomic: Delivery's claim of an order and the district counters stay one worker's.
+//! Without affinity every write commits on its own. Rules that keep the database consistent:
 //! * Read-modify-writes of a row (counters, balances, stock) go through [`Engine::update`],
-//!   which is atomic per key.
+//!   which is atomic per key operation by operation (inside a transaction, the rows another
+//!   worker may change too are remote stock and customers, which no consistency condition
+//!   reads).
 //! * New-Order's 1% rollback case (an unused item id, clause 2.4.2.3) is detected before
 //!   anything is written: all items are looked up first, and the transaction stops with no
 //!   effect if one is missing. The order id is only taken after that check.
@@ -147,14 +150,28 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Runs one transaction of `kind` with home warehouse `w`.
-    pub fn run(&mut self, kind: Kind, w: u32) -> Result<Outcome> {
+    /// Runs one transaction of `kind` with home warehouse `w`: as one engine transaction
+    /// (its writes commit together) if `atomic`, else operation by operation.
+    pub fn run(&mut self, kind: Kind, w: u32, atomic: bool) -> Result<Outcome> {
+        let engine = self.engine;
+        if !atomic {
+            return self.run_on(engine, kind, w);
+        }
+        let mut outcome = Outcome::Committed;
+        engine.transaction(&mut |transaction| {
+            outcome = self.run_on(transaction, kind, w)?;
+            Ok(())
+        })?;
+        Ok(outcome)
+    }
+
+    fn run_on(&mut self, engine: &dyn Engine, kind: Kind, w: u32) -> Result<Outcome> {
         match kind {
-            Kind::NewOrder => self.new_order(w),
-            Kind::Payment => self.payment(w).map(|()| Outcome::Committed),
-            Kind::OrderStatus => self.order_status(w).map(|_| Outcome::Committed),
-            Kind::Delivery => self.delivery(w).map(|()| Outcome::Committed),
-            Kind::StockLevel => self.stock_level(w).map(|_| Outcome::Committed),
+            Kind::NewOrder => self.new_order(engine, w),
+            Kind::Payment => self.payment(engine, w).map(|()| Outcome::Committed),
+            Kind::OrderStatus => self.order_status(engine, w).map(|_| Outcome::Committed),
+            Kind::Delivery => self.delivery(engine, w).map(|()| Outcome::Committed),
+            Kind::StockLevel => self.stock_level(engine, w).map(|_| Outcome::Committed),
         }
     }
 
@@ -173,8 +190,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.4.
-    pub fn new_order(&mut self, w: u32) -> Result<Outcome> {
-        let engine = self.engine;
+    pub fn new_order(&mut self, engine: &dyn Engine, w: u32) -> Result<Outcome> {
         let d = self.district();
         let c = self.random.customer_id();
         let line_count = self.random.uniform(5, 15);
@@ -266,10 +282,16 @@ impl<'a> Worker<'a> {
 
     /// The customer in the middle (rounded up) of those named `last` in the district, by
     /// first name (clause 2.5.2.2).
-    fn customer_by_last_name(&mut self, w: u32, d: u8, last: &[u8]) -> Result<u32> {
+    fn customer_by_last_name(
+        &mut self,
+        engine: &dyn Engine,
+        w: u32,
+        d: u8,
+        last: &[u8],
+    ) -> Result<u32> {
         let mut ids = Vec::new();
         scan_prefix(
-            self.engine,
+            engine,
             CUSTOMER_BY_NAME,
             &customer_by_name_prefix(w, d, last),
             |key, _| {
@@ -287,18 +309,17 @@ impl<'a> Worker<'a> {
     }
 
     /// 60% by last name, else by id (clauses 2.5.1.2 and 2.6.1.2).
-    fn choose_customer(&mut self, w: u32, d: u8) -> Result<u32> {
+    fn choose_customer(&mut self, engine: &dyn Engine, w: u32, d: u8) -> Result<u32> {
         if self.random.uniform(1, 100) <= 60 {
             let last = last_name(self.random.last_name_number());
-            self.customer_by_last_name(w, d, &last)
+            self.customer_by_last_name(engine, w, d, &last)
         } else {
             Ok(self.random.customer_id())
         }
     }
 
     /// Clause 2.5.
-    pub fn payment(&mut self, w: u32) -> Result<()> {
-        let engine = self.engine;
+    pub fn payment(&mut self, engine: &dyn Engine, w: u32) -> Result<()> {
         let d = self.district();
         let (customer_w, customer_d) = if self.warehouses == 1 || self.random.uniform(1, 100) <= 85
         {
@@ -325,7 +346,7 @@ impl<'a> Worker<'a> {
                 district.name.clone()
             },
         )?;
-        let c = self.choose_customer(customer_w, customer_d)?;
+        let c = self.choose_customer(engine, customer_w, customer_d)?;
         update(
             engine,
             CUSTOMER,
@@ -366,10 +387,9 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.6. Returns the number of order lines of the customer's last order.
-    pub fn order_status(&mut self, w: u32) -> Result<usize> {
-        let engine = self.engine;
+    pub fn order_status(&mut self, engine: &dyn Engine, w: u32) -> Result<usize> {
         let d = self.district();
-        let c = self.choose_customer(w, d)?;
+        let c = self.choose_customer(engine, w, d)?;
         let customer: Customer = read(engine, CUSTOMER, &customer_key(w, d, c), &mut self.buffer)?;
         std::hint::black_box(customer.balance);
         let mut last_order = None;
@@ -399,12 +419,11 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.7 (all ten districts in one go, as the deferred execution would).
-    pub fn delivery(&mut self, w: u32) -> Result<()> {
-        let engine = self.engine;
+    pub fn delivery(&mut self, engine: &dyn Engine, w: u32) -> Result<()> {
         let carrier = self.random.uniform(1, 10) as u8;
         let date = now();
         for d in 1..=DISTRICTS {
-            let Some(o) = self.claim_oldest_new_order(w, d)? else {
+            let Some(o) = self.claim_oldest_new_order(engine, w, d)? else {
                 continue; // nothing to deliver in this district
             };
             let c = update(engine, ORDER, &order_key(w, d, o), |order: &mut Order| {
@@ -437,26 +456,30 @@ impl<'a> Worker<'a> {
     }
 
     /// Deletes the district's oldest new order and returns its id (`None` if there is none).
-    fn claim_oldest_new_order(&mut self, w: u32, d: u8) -> Result<Option<u32>> {
+    fn claim_oldest_new_order(
+        &mut self,
+        engine: &dyn Engine,
+        w: u32,
+        d: u8,
+    ) -> Result<Option<u32>> {
         let prefix = district_key(w, d);
         loop {
             let mut oldest = None;
-            scan_prefix(self.engine, NEW_ORDER, &prefix, |key, _| {
+            scan_prefix(engine, NEW_ORDER, &prefix, |key, _| {
                 oldest = Some(key.to_vec());
                 false
             })?;
             let Some(key) = oldest else {
                 return Ok(None);
             };
-            if self.engine.delete(NEW_ORDER, &key)? {
+            if engine.delete(NEW_ORDER, &key)? {
                 return Ok(Some(trailing_u32(&key)));
             }
         }
     }
 
     /// Clause 2.8. Returns the number of recently sold items low in stock.
-    pub fn stock_level(&mut self, w: u32) -> Result<usize> {
-        let engine = self.engine;
+    pub fn stock_level(&mut self, engine: &dyn Engine, w: u32) -> Result<usize> {
         let d = self.district();
         let threshold = self.random.uniform(10, 20);
         let district: District = read(engine, DISTRICT, &district_key(w, d), &mut self.buffer)?;
