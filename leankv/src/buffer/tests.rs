@@ -407,6 +407,42 @@ fn read_faults_and_corruption_surface_as_errors() {
 }
 
 #[test]
+fn flush_writes_runs_of_consecutive_dirty_pages_with_one_write_each() {
+    let faulty = Arc::new(FaultyStorage::new(Arc::new(MemoryStorage::new())));
+    let fixture = Fixture::new(faulty.clone(), 64, 40, false);
+    fixture.bm.flush().unwrap();
+    // Every other page of the first ten rewritten, then the thirty after them (the children
+    // were allocated in order, so their page ids are consecutive).
+    let rewritten = |child: u64| child >= 10 || child % 2 == 0;
+    for child in (0..40).filter(|&child| rewritten(child)) {
+        fixture.access(child, true).unwrap();
+    }
+    let (_, writes_before) = faulty.counts();
+    fixture.bm.flush().unwrap();
+    let (_, writes_after) = faulty.counts();
+    assert_eq!(
+        writes_after - writes_before,
+        5 + 1,
+        "five single pages and one run"
+    );
+    for child in 0..40 {
+        let frame = fixture.child_frame(child).unwrap();
+        assert!(
+            !fixture.bm.frame(frame).is_dirty(),
+            "child {child} still dirty"
+        );
+    }
+    // What reached the disk, read back.
+    for child in [0, 1, 2, 10, 25, 39] {
+        if fixture.child_frame(child).is_some() {
+            fixture.push_out(child); // (evicting may push out others too)
+        }
+        let version = fixture.access(child, false).unwrap();
+        assert_eq!(version, u64::from(rewritten(child)), "child {child}");
+    }
+}
+
+#[test]
 fn write_faults_during_eviction_surface_and_heal() {
     let faulty = Arc::new(FaultyStorage::new(Arc::new(MemoryStorage::new())));
     let fixture = Fixture::new(faulty.clone(), 32, 30, false);
