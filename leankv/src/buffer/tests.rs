@@ -413,7 +413,7 @@ fn flush_writes_runs_of_consecutive_dirty_pages_with_one_write_each() {
     fixture.bm.flush().unwrap();
     // Every other page of the first ten rewritten, then the thirty after them (the children
     // were allocated in order, so their page ids are consecutive).
-    let rewritten = |child: u64| child >= 10 || child % 2 == 0;
+    let rewritten = |child: u64| child >= 10 || child.is_multiple_of(2);
     for child in (0..40).filter(|&child| rewritten(child)) {
         fixture.access(child, true).unwrap();
     }
