@@ -60,14 +60,7 @@ impl<P: Policy> BTree<P> {
                 self.bm.frame(frame).set_dirty(true);
                 debug_assert!(self.node(frame).used_space() <= page_size);
                 let before = before_of(batch, &before_value);
-                let op = match &changed {
-                    Some(changed) => LeafOp::Patch {
-                        key,
-                        value,
-                        changed,
-                    },
-                    None => LeafOp::Put { key, value },
-                };
+                let op = LeafOp::put(key, value, changed.as_ref());
                 let lsn = self
                     .bm
                     .log_leaf(frame, &mut guard, self.root_page_id, batch, op, before);
@@ -114,14 +107,7 @@ impl<P: Policy> BTree<P> {
                 .and_then(|_| ChangedRanges::between(leaf.value(index), value));
             NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
             self.bm.frame(frame).set_dirty(true);
-            let op = match &changed {
-                Some(changed) => LeafOp::Patch {
-                    key,
-                    value,
-                    changed,
-                },
-                None => LeafOp::Put { key, value },
-            };
+            let op = LeafOp::put(key, value, changed.as_ref());
             let lsn = self.bm.log_leaf(
                 frame,
                 &mut guard,

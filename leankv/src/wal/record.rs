@@ -157,6 +157,25 @@ pub(crate) enum LeafOp<'a> {
     },
 }
 
+impl<'a> LeafOp<'a> {
+    /// Putting `value`: a patch if `changed` holds the ranges in which it differs from the
+    /// value of the same length it replaced.
+    pub(crate) fn put(
+        key: &'a [u8],
+        value: &'a [u8],
+        changed: Option<&'a ChangedRanges>,
+    ) -> LeafOp<'a> {
+        match changed {
+            Some(changed) => LeafOp::Patch {
+                key,
+                value,
+                changed,
+            },
+            None => LeafOp::Put { key, value },
+        }
+    }
+}
+
 /// The byte ranges in which a rewritten value differs from the one it replaced.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ChangedRanges {
