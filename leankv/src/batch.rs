@@ -156,11 +156,7 @@ pub(crate) fn write<P: Policy>(
     if let [op] = &batch.ops[..] {
         // One change is atomic by itself: it is logged as a single operation, without a batch
         // id, before-image or commit record.
-        let tree = &op.tree.handle.tree;
-        let lsn = match &op.value {
-            Some(value) => tree.insert(&op.key, value, 0)?.lsn,
-            None => tree.remove(&op.key, 0)?.map_or(0, |written| written.lsn),
-        };
+        let (lsn, _) = apply(op, 0)?;
         return db.commit_durability(lsn, durability);
     }
     let end = {
@@ -169,7 +165,7 @@ pub(crate) fn write<P: Policy>(
         let mut replaced = Vec::with_capacity(batch.ops.len());
         for op in &batch.ops {
             match apply(op, id) {
-                Ok(before) => replaced.push(before),
+                Ok((_, before)) => replaced.push(before),
                 Err(error) => {
                     roll_back(&batch.ops[..replaced.len()], replaced, id);
                     return Err(error);
@@ -181,15 +177,15 @@ pub(crate) fn write<P: Policy>(
     db.commit_durability(end, durability)
 }
 
-/// Applies one change as part of `batch`; returns the value it replaced (`None`: absent).
-fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<Option<Vec<u8>>> {
+/// Applies one change as part of `batch` (0: on its own); returns the end LSN of its record
+/// (0: none written) and, in a batch, the value it replaced (`None`: absent).
+fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<Vec<u8>>)> {
     let tree = &op.tree.handle.tree;
-    Ok(match &op.value {
-        Some(value) => tree.insert(&op.key, value, batch)?.before,
-        None => tree
-            .remove(&op.key, batch)?
-            .and_then(|written| written.before),
-    })
+    let written = match &op.value {
+        Some(value) => Some(tree.insert(&op.key, value, batch)?),
+        None => tree.remove(&op.key, batch)?,
+    };
+    Ok(written.map_or((0, None), |written| (written.lsn, written.before)))
 }
 
 /// Restores what the changes `done` of a failed batch replaced, last first, as more changes of

@@ -196,10 +196,13 @@ impl<P: Policy> Engine for LeanEngine<P> {
     fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
         let transaction = Transaction {
             engine: self,
-            writes: Mutex::new((WriteBatch::default(), HashMap::new())),
+            writes: Mutex::new(Writes {
+                batch: WriteBatch::default(),
+                values: HashMap::new(),
+            }),
         };
         body(&transaction)?;
-        let (batch, _) = transaction
+        let Writes { batch, .. } = transaction
             .writes
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
@@ -230,16 +233,21 @@ impl<P: Policy> Engine for LeanEngine<P> {
 /// is uncontended: one worker runs a transaction.
 struct Transaction<'e, P: Policy> {
     engine: &'e LeanEngine<P>,
-    /// The batch and, per table and key, the value written (`None`: removed).
-    #[allow(clippy::type_complexity)]
-    writes: Mutex<(WriteBatch<P>, HashMap<(Table, Vec<u8>), Option<Vec<u8>>>)>,
+    writes: Mutex<Writes<P>>,
+}
+
+/// A transaction's writes: the batch, and per table and key the value written (`None`:
+/// removed) for its own reads.
+struct Writes<P: Policy> {
+    batch: WriteBatch<P>,
+    values: HashMap<(Table, Vec<u8>), Option<Vec<u8>>>,
 }
 
 impl<P: Policy> Transaction<'_, P> {
     /// The value of `key` as this transaction sees it, into `value`; false if absent.
     fn read(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         let writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(written) = writes.1.get(&(table, key.to_vec())) {
+        if let Some(written) = writes.values.get(&(table, key.to_vec())) {
             value.clear();
             value.extend_from_slice(written.as_deref().unwrap_or_default());
             return Ok(written.is_some());
@@ -250,13 +258,14 @@ impl<P: Policy> Transaction<'_, P> {
 
     fn write(&self, table: Table, key: &[u8], value: Option<&[u8]>) {
         let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-        let (batch, written) = &mut *writes;
         let tree = &self.engine.trees[table];
         match value {
-            Some(value) => batch.insert(tree, key, value),
-            None => batch.remove(tree, key),
+            Some(value) => writes.batch.insert(tree, key, value),
+            None => writes.batch.remove(tree, key),
         }
-        written.insert((table, key.to_vec()), value.map(<[u8]>::to_vec));
+        writes
+            .values
+            .insert((table, key.to_vec()), value.map(<[u8]>::to_vec));
     }
 }
 

@@ -102,8 +102,6 @@ struct State {
     file: usize,
     file_offset: u64,
     generation: u32,
-    /// Pages whose last change ends at or before this LSN log an image at their next change.
-    redo_ptr: u64,
     /// File of the last completed checkpoint, and its LSN.
     checkpoint: LogPosition,
     requested: u64,
@@ -129,7 +127,8 @@ struct Inner {
     sync_armed: AtomicBool,
     /// Set once `State::failed` is.
     failed: AtomicBool,
-    /// `State::redo_ptr`, read before a leaf record is encoded (it changes at checkpoints).
+    /// Pages whose last change ends at or before this LSN log an image at their next change.
+    /// Changed under the state's mutex, at checkpoints; read before a leaf record is encoded.
     redo_ptr: AtomicU64,
     /// Set while the log is more than four checkpoint intervals beyond the last completed
     /// checkpoint (`admit` runs before every write and reads only this; it changes rarely).
@@ -166,7 +165,6 @@ impl Log {
                 file: end.file,
                 file_offset: end.offset,
                 generation,
-                redo_ptr: checkpoint.lsn,
                 checkpoint,
                 requested: 0,
                 eventual_deadline: None,
@@ -237,7 +235,7 @@ impl Log {
             let imaged = page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire);
             let mut payload_checksum = encode(imaged, frame);
             let mut state = self.inner.state.lock();
-            if !imaged && page_lsn <= state.redo_ptr {
+            if !imaged && page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire) {
                 // A checkpoint began meanwhile: the change must carry the page's image.
                 payload_checksum = encode(true, frame);
             }
@@ -325,7 +323,6 @@ impl Log {
             offset: state.file_offset,
             lsn: state.end,
         };
-        state.redo_ptr = state.end;
         self.inner.redo_ptr.store(state.end, Ordering::Release);
         self.inner
             .append_locked(&mut state, |writer, _| writer.checkpoint(page_count, free));
@@ -345,7 +342,8 @@ impl Log {
     /// Whether enough log was written since the last checkpoint began to start another.
     pub(crate) fn wants_checkpoint(&self) -> bool {
         let state = self.inner.state.lock();
-        state.end - state.redo_ptr >= self.inner.config.checkpoint_bytes
+        state.end - self.inner.redo_ptr.load(Ordering::Acquire)
+            >= self.inner.config.checkpoint_bytes
     }
 
     /// Waits (before a write latches anything) while the log is far beyond its checkpoint
@@ -446,7 +444,7 @@ impl Inner {
             scratch,
             payload_checksum: 0,
         };
-        let result = write(&mut writer, state.redo_ptr);
+        let result = write(&mut writer, self.redo_ptr.load(Ordering::Acquire));
         let added = chunk.bytes.len() - before;
         state.end += added as u64;
         state.file_offset += added as u64;
