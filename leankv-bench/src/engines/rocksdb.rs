@@ -61,9 +61,11 @@ impl Rocks {
         table.set_bloom_filter(10.0, false);
         options.set_block_based_table_factory(&table);
         options.set_use_direct_reads(setup.direct_io);
-        let families = setup.tables[1..]
-            .iter()
-            .map(|name| ColumnFamilyDescriptor::new(*name, options.clone()));
+        // The default family is named explicitly: opened without any named family, RocksDB
+        // gives out no handle for it.
+        let families = std::iter::once(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+            .chain(setup.tables[1..].iter().copied())
+            .map(|name| ColumnFamilyDescriptor::new(name, options.clone()));
         let db = DB::open_cf_descriptors(&options, dir, families)?;
         let (write_options, durability) = write_options_for(setup.durability);
         let settings = format!(
