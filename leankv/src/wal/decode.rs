@@ -316,6 +316,7 @@ mod tests {
             generation: 3,
             scratch: &mut scratch,
             payload_checksum: 0,
+            placed: true,
         };
         writer.checkpoint(10, &[3, 5]);
         writer.structure(&[(7, 0xabu8), (8, 0xcd)], &[5], false, 64, |byte, page| {

@@ -227,6 +227,7 @@ impl Log {
                     generation: 0,
                     scratch,
                     payload_checksum: 0,
+                    placed: false,
                 };
                 let image = with_image.then_some((page_size, &mut *fill));
                 writer.leaf(change, image);
@@ -443,6 +444,7 @@ impl Inner {
             generation: *generation,
             scratch,
             payload_checksum: 0,
+            placed: true,
         };
         let result = write(&mut writer, self.redo_ptr.load(Ordering::Acquire));
         let added = chunk.bytes.len() - before;
@@ -473,12 +475,15 @@ impl Inner {
     /// `payload_checksum`, stamping its real position and generation.
     fn append_encoded(&self, state: &mut State, frame: &[u8], payload_checksum: u32) {
         let generation = state.generation;
+        let (header, payload) = frame.split_at(FRAME_HEADER);
+        let mut header: [u8; FRAME_HEADER] = header.try_into().expect("a whole frame");
         self.append_locked(state, |writer, _| {
-            let start = writer.out.len();
-            writer.out.extend_from_slice(frame);
-            let lsn = writer.base + start as u64;
-            let header = &mut writer.out[start..start + FRAME_HEADER];
-            stamp(header, lsn, generation, payload_checksum);
+            let lsn = writer.base + writer.out.len() as u64;
+            // Stamped on the stack, not in the chunk: reading back bytes just copied into
+            // the chunk's cold cache lines stalled every append under the mutex.
+            stamp(&mut header, lsn, generation, payload_checksum);
+            writer.out.extend_from_slice(&header);
+            writer.out.extend_from_slice(payload);
         });
     }
 

@@ -197,12 +197,14 @@ impl ChangedRanges {
         // A value mostly rewritten (a new value rather than a few fields updated) is logged
         // whole: found by comparing words, before the byte-exact pass.
         let word = |bytes: &[u8]| u64::from_ne_bytes(bytes.try_into().expect("8 bytes"));
+        let most_words = len / 16;
         let changed_words = old
             .chunks_exact(8)
             .zip(new.chunks_exact(8))
             .filter(|(old, new)| word(old) != word(new))
+            .take(most_words + 1)
             .count();
-        if changed_words * 8 * 2 > len {
+        if changed_words > most_words {
             return None;
         }
         let mut changed = ChangedRanges::default();
@@ -277,6 +279,9 @@ pub(crate) struct FrameWriter<'a> {
     pub(crate) scratch: &'a mut Vec<u8>,
     /// The checksum of the last frame's payload (see [`stamp`]).
     pub(crate) payload_checksum: u32,
+    /// Whether frames are stamped as they are written; false for a frame encoded ahead of
+    /// its place in the log, which [`stamp`] finishes once it has one.
+    pub(crate) placed: bool,
 }
 
 /// The checksum of a frame: its payload's, continued over the header after the checksum.
@@ -307,7 +312,9 @@ impl FrameWriter<'_> {
         let header = &mut self.out[start..start + FRAME_HEADER];
         header[4..8].copy_from_slice(&(payload as u32).to_le_bytes());
         header[20] = kind;
-        stamp(header, lsn, self.generation, payload_checksum);
+        if self.placed {
+            stamp(header, lsn, self.generation, payload_checksum);
+        }
         self.payload_checksum = payload_checksum;
         let padded = self.out.len().next_multiple_of(FRAME_ALIGN);
         self.out.resize(padded, 0);
