@@ -51,12 +51,13 @@ impl<P: Policy> BufferManager<P> {
     /// Writes the frames of `run`, which held the consecutive pages `run[i].0` when listed,
     /// with as few writes as the pages still there and dirty allow (a page clean by now, or
     /// no longer in its frame, splits the run; a frame holding another page by now is written
-    /// on its own). Waits for other writes of them.
-    fn write_run(&self, run: &[(u64, FrameId)]) -> Result<()> {
+    /// on its own). Waits for other writes of them. `images` holds a page per run entry at
+    /// least (reused: zeroing 512 KiB per run cost checkpoints a tenth of their time).
+    fn write_run(&self, run: &[(u64, FrameId)], images: &mut [u8]) -> Result<()> {
         for &(_, frame) in run {
             self.claim_writing(frame, true);
         }
-        let written = self.write_run_claimed(run);
+        let written = self.write_run_claimed(run, images);
         for &(_, frame) in run {
             self.frame(frame).finish_writing();
         }
@@ -65,9 +66,9 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// `write_run` for a caller that holds every frame's `writing` claim.
-    fn write_run_claimed(&self, run: &[(u64, FrameId)]) -> Result<()> {
+    fn write_run_claimed(&self, run: &[(u64, FrameId)], images: &mut [u8]) -> Result<()> {
         let page_size = self.page_size();
-        let mut images = AlignedBuf::new(run.len() * page_size);
+        debug_assert!(images.len() >= run.len() * page_size);
         // The version of each page copied (None: not written with the run).
         let mut copied: Vec<Option<u64>> = Vec::with_capacity(run.len());
         let mut moved = Vec::new();
@@ -220,6 +221,7 @@ impl<P: Policy> BufferManager<P> {
             .map(|frame| (self.frame(frame).page_id(), frame))
             .collect();
         dirty.sort_unstable();
+        let mut images = AlignedBuf::new(FLUSH_RUN_PAGES.min(dirty.len()) * self.page_size());
         let mut start = 0;
         while start < dirty.len() {
             let mut end = start + 1;
@@ -229,7 +231,7 @@ impl<P: Policy> BufferManager<P> {
             {
                 end += 1;
             }
-            self.write_run(&dirty[start..end])?;
+            self.write_run(&dirty[start..end], &mut images)?;
             start = end;
         }
         self.storage
