@@ -89,10 +89,11 @@ impl Pool {
             // no contents.
             unsafe { libc::madvise(base, mapping_len, libc::MADV_HUGEPAGE) };
             // Populated after the advice, so that it is populated with huge pages.
-            // SAFETY: as above; populating writes nothing visible (zero pages).
-            if prefault
-                && unsafe { libc::madvise(base, mapping_len, libc::MADV_POPULATE_WRITE) } != 0
-            {
+            let populated = prefault && {
+                // SAFETY: as above; populating writes nothing visible (zero pages).
+                unsafe { libc::madvise(base, mapping_len, libc::MADV_POPULATE_WRITE) == 0 }
+            };
+            if prefault && !populated {
                 // Kernels before 5.14 lack the advice: touch every page instead.
                 for offset in (0..mapping_len).step_by(4096) {
                     // SAFETY: `offset < mapping_len`, inside the writable mapping, which
