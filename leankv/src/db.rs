@@ -72,6 +72,9 @@ pub struct Stats {
     pub log_syncs: u64,
     /// What the recovery at open did.
     pub recovery: RecoveryStats,
+    /// Trees whose key count was not known at open (after a crash without the log, or kept
+    /// by an older version) and was counted by a scan at their first [`Tree::len`].
+    pub trees_counted_by_scan: u64,
 }
 
 /// What the recovery at open replayed and rolled back (all zero for a new database or
@@ -297,6 +300,7 @@ impl<P: Policy> Db<P> {
             log_bytes_written: log.bytes,
             log_syncs: log.syncs,
             recovery: self.shared.recovery,
+            trees_counted_by_scan: self.shared.key_counts.scans(),
         }
     }
 
@@ -343,11 +347,11 @@ impl<P: Policy> Db<P> {
         checker.free_pages(&free);
         checker.tree("<catalog>", self.shared.catalog.root_page_id());
         for item in self.catalog().iter() {
-            let (name, root) = item?;
+            let (name, entry) = item?;
             let name = String::from_utf8_lossy(&name).into_owned();
-            match <[u8; 8]>::try_from(root.as_slice()) {
-                Ok(root) => checker.tree(&name, u64::from_le_bytes(root)),
-                Err(_) => checker
+            match decode_catalog_entry(&entry) {
+                Some((root, _)) => checker.tree(&name, root),
+                None => checker
                     .report
                     .problems
                     .push(format!("catalog entry of tree {name:?} is not a page id")),
@@ -391,12 +395,11 @@ pub(crate) fn open_named_tree<P: Policy>(
         }
         return Ok(tree.clone());
     }
-    let mut root = Vec::new();
-    let tree = if shared.catalog.lookup(name.as_bytes(), &mut root)? {
+    let mut entry = Vec::new();
+    let tree = if shared.catalog.lookup(name.as_bytes(), &mut entry)? {
         let corrupt = |reason: String| Error::corruption(shared.catalog.root_page_id(), reason);
-        let root = <[u8; 8]>::try_from(root.as_slice())
-            .map(u64::from_le_bytes)
-            .map_err(|_| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
+        let (root, _) = decode_catalog_entry(&entry)
+            .ok_or_else(|| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
         // Two trees on one root would be two copies of one page in the pool.
         if root == shared.catalog.root_page_id()
             || trees.values().any(|tree| tree.root_page_id() == root)
@@ -405,14 +408,12 @@ pub(crate) fn open_named_tree<P: Policy>(
                 "tree {name:?} has the root page {root} of another tree"
             )));
         }
-        BTree::open(&shared.bm, root)?
+        BTree::open(&shared.bm, root, &shared.key_counts)?
     } else {
         shared.admit();
-        let tree = BTree::create(&shared.bm)?;
-        let written =
-            shared
-                .catalog
-                .insert(name.as_bytes(), &tree.root_page_id().to_le_bytes(), 0)?;
+        let tree = BTree::create(&shared.bm, &shared.key_counts)?;
+        let entry = encode_catalog_entry(tree.root_page_id(), 0);
+        let written = shared.catalog.insert(name.as_bytes(), &entry, 0)?;
         shared.commit_durability(written.lsn, shared.durability)?;
         tree
     };
@@ -421,22 +422,42 @@ pub(crate) fn open_named_tree<P: Policy>(
     Ok(tree)
 }
 
-/// Every catalog entry: tree names (lossily as text) and root page ids.
-pub(crate) fn catalog_entries<P: Policy>(shared: &Arc<DbShared<P>>) -> Result<Vec<(String, u64)>> {
+/// A catalog entry's value: the tree's root page id, then its key count as of the last clean
+/// close (see `crate::key_count`).
+pub(crate) fn encode_catalog_entry(root: u64, keys: u64) -> [u8; 16] {
+    let mut entry = [0; 16];
+    entry[..8].copy_from_slice(&root.to_le_bytes());
+    entry[8..].copy_from_slice(&keys.to_le_bytes());
+    entry
+}
+
+/// The root page id and saved key count of a catalog entry (no count in an entry written
+/// before counts were kept); `None` if it is neither form.
+pub(crate) fn decode_catalog_entry(entry: &[u8]) -> Option<(u64, Option<u64>)> {
+    let word = |bytes: &[u8]| Some(u64::from_le_bytes(bytes.try_into().ok()?));
+    match entry.len() {
+        8 => Some((word(entry)?, None)),
+        16 => Some((word(&entry[..8])?, word(&entry[8..]))),
+        _ => None,
+    }
+}
+
+/// Every catalog entry: tree names (lossily as text), root page ids and saved key counts.
+pub(crate) fn catalog_entries<P: Policy>(
+    shared: &Arc<DbShared<P>>,
+) -> Result<Vec<(String, u64, Option<u64>)>> {
     let catalog = Tree::new(shared.clone(), shared.catalog.clone(), CATALOG_NAME.into());
     let mut entries = Vec::new();
     for item in catalog.iter() {
-        let (name, root) = item?;
+        let (name, entry) = item?;
         let name = String::from_utf8_lossy(&name).into_owned();
-        let root = <[u8; 8]>::try_from(root.as_slice())
-            .map(u64::from_le_bytes)
-            .map_err(|_| {
-                Error::corruption(
-                    shared.catalog.root_page_id(),
-                    format!("catalog entry of tree {name:?} is not a page id"),
-                )
-            })?;
-        entries.push((name, root));
+        let (root, keys) = decode_catalog_entry(&entry).ok_or_else(|| {
+            Error::corruption(
+                shared.catalog.root_page_id(),
+                format!("catalog entry of tree {name:?} is not a page id"),
+            )
+        })?;
+        entries.push((name, root, keys));
     }
     Ok(entries)
 }

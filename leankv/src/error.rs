@@ -71,10 +71,12 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// The last process that had the database open ended without closing it (a crash, a
-    /// kill, power loss). leankv has no write-ahead log yet: changes since the last `flush`
-    /// may be lost and the file may mix page versions. `Options::open_after_crash(true)`
-    /// opens it anyway, to read what is there; run `check_integrity` before trusting it.
+    /// The last process that had the database open without its write-ahead log
+    /// (`Options::write_ahead_log(false)`) ended without closing it (a crash, a kill, power
+    /// loss): changes since the last `flush` may be lost and the file may mix page versions.
+    /// `Options::open_after_crash(true)` opens it anyway, to read what is there; run
+    /// `check_integrity` before trusting it. (With the log, which is the default, a crash is
+    /// recovered from at the next open instead.)
     #[error(
         "database at {path} was not closed cleanly (the last process crashed or was killed); \
          changes since its last flush may be lost and its pages may be inconsistent. Open it \
@@ -108,5 +110,23 @@ impl Error {
             page_id,
             reason: reason.into(),
         }
+    }
+}
+
+/// A [`Tree::compare_and_swap`](crate::Tree::compare_and_swap) that found another value than
+/// the one expected, and so changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("compare-and-swap found {} instead of the expected value", describe(.current))]
+pub struct CompareAndSwapError {
+    /// The value found (`None`: the key was absent).
+    pub current: Option<Vec<u8>>,
+    /// The value that was to be stored (`None`: the key was to be removed).
+    pub proposed: Option<Vec<u8>>,
+}
+
+fn describe(value: &Option<Vec<u8>>) -> String {
+    match value {
+        Some(bytes) => format!("a value of {} bytes", bytes.len()),
+        None => "no value".into(),
     }
 }

@@ -43,6 +43,7 @@ mod checkpoint;
 mod db;
 mod error;
 mod io;
+mod key_count;
 mod open;
 mod options;
 mod range;
@@ -55,7 +56,7 @@ mod wal;
 pub use batch::{Durability, WriteBatch};
 pub use btree::check::IntegrityReport;
 pub use db::{Db, RecoveryStats, Stats};
-pub use error::{Error, Result};
+pub use error::{CompareAndSwapError, Error, Result};
 pub use io::IoMode;
 pub use options::{
     Options, DEFAULT_PAGE_SIZE, DEFAULT_SCAN_PREFETCH, MAX_KEY_SIZE, MAX_VALUE_SIZE,

@@ -19,6 +19,7 @@ use crate::db::RecoveryStats;
 use crate::error::{Error, Result};
 use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
 use crate::io::{AlignedBuf, Storage};
+use crate::key_count::KeyCounts;
 use crate::options::Options;
 use crate::recovery::{self, Restore, Undo};
 use crate::shared::DbShared;
@@ -102,13 +103,17 @@ pub(crate) fn open<P: Policy>(
     let started = std::time::Instant::now();
     let mut unfinished = Unfinished::default();
     let mut recovery_stats = RecoveryStats::default();
-    let (page_count, free, log, generation, log_end) = match superblock {
+    // Where the trees' key counts come from: a new database has none, recovery rebuilds them
+    // from the log, a clean open reads them from the catalog (see `crate::key_count`).
+    let mut counts_in_catalog = false;
+    let (page_count, free, log, generation, log_end, key_counts) = match superblock {
         None => {
             let log = options
                 .write_ahead_log
                 .then(|| fresh_log(logs, log_config, FIRST_LSN, 1))
                 .transpose()?;
-            (1, Vec::new(), log, 1, FIRST_LSN)
+            let key_counts = KeyCounts::recovered(Some(HashMap::new()));
+            (1, Vec::new(), log, 1, FIRST_LSN, key_counts)
         }
         Some(sb) if sb.checkpoint.is_some() && options.write_ahead_log => {
             let checkpoint = sb.checkpoint.expect("matched");
@@ -130,7 +135,15 @@ pub(crate) fn open<P: Policy>(
                 undo: redone.undo,
                 new_trees: redone.new_trees,
             };
-            (redone.page_count, redone.free, Some(log), generation, 0)
+            let key_counts = KeyCounts::recovered(redone.key_counts);
+            (
+                redone.page_count,
+                redone.free,
+                Some(log),
+                generation,
+                0,
+                key_counts,
+            )
         }
         Some(sb) => {
             if sb.open && sb.checkpoint.is_some() {
@@ -162,7 +175,10 @@ pub(crate) fn open<P: Policy>(
                 .write_ahead_log
                 .then(|| fresh_log(logs, log_config, start, generation))
                 .transpose()?;
-            (sb.page_count, free, log, generation, sb.log_end)
+            // After a crash without the log the saved counts may be stale: count again.
+            counts_in_catalog = !sb.open;
+            let key_counts = KeyCounts::recovered(None);
+            (sb.page_count, free, log, generation, sb.log_end, key_counts)
         }
     };
     let kinds: [PageKind; 2] = btree::page_kinds();
@@ -175,8 +191,8 @@ pub(crate) fn open<P: Policy>(
         log.map(Arc::new),
     )?;
     let catalog = match superblock {
-        None => BTree::create(&bm),
-        Some(sb) => BTree::open(&bm, sb.catalog_root),
+        None => BTree::create(&bm, &key_counts),
+        Some(sb) => BTree::open(&bm, sb.catalog_root, &key_counts),
     }
     .inspect_err(|_| bm.stop_threads())?;
     let shared = Arc::new(DbShared {
@@ -194,8 +210,16 @@ pub(crate) fn open<P: Policy>(
         log_end,
         recovery: recovery_stats,
         checkpointer: Mutex::new(None),
+        key_counts,
     });
     let finish = || -> Result<()> {
+        if counts_in_catalog {
+            for (_, root, keys) in crate::db::catalog_entries(&shared)? {
+                if let Some(keys) = keys {
+                    shared.key_counts.of(root).set_counted(keys);
+                }
+            }
+        }
         finish_recovery(&shared, unfinished)?;
         // Marks the file open (and, when new, writes it whole; with the log, the first
         // checkpoint of this life): a crash from here on is seen at the next open.
@@ -254,7 +278,7 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
     }
     let mut roots = HashMap::new();
     let catalog = &shared.catalog;
-    for (name, root) in crate::db::catalog_entries(shared)? {
+    for (name, root, _) in crate::db::catalog_entries(shared)? {
         roots.insert(root, name);
     }
     for root in unfinished.new_trees {

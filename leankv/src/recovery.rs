@@ -54,6 +54,8 @@ pub(crate) struct Redone {
     pub(crate) new_trees: Vec<u64>,
     pub(crate) pages: usize,
     pub(crate) batches_rolled_back: usize,
+    /// Every tree's key count by root page id (`None`: the log kept none).
+    pub(crate) key_counts: Option<HashMap<u64, u64>>,
 }
 
 /// Replays `records` (from a checkpoint record on) onto the page file in `storage`.
@@ -68,12 +70,17 @@ pub(crate) fn redo(
     let mut committed = HashSet::new();
     let mut batches = HashSet::new();
     let mut new_trees = Vec::new();
+    let mut key_counts: Option<HashMap<u64, u64>> = None;
     for (end_lsn, record) in records {
         match record {
             Record::Checkpoint {
                 page_count: count,
                 free: list,
+                key_counts: counts,
             } => {
+                key_counts = counts
+                    .as_ref()
+                    .map(|counts| counts.iter().copied().collect());
                 page_count = *count;
                 free = list.iter().copied().collect();
                 if free.len() != list.len() || list.iter().any(|&id| id == 0 || id >= *count) {
@@ -87,6 +94,9 @@ pub(crate) fn redo(
             } => {
                 if *new_tree {
                     new_trees.push(images[0].0);
+                    if let Some(counts) = &mut key_counts {
+                        counts.insert(images[0].0, 0);
+                    }
                 }
                 for &page_id in freed {
                     check_page_id(page_id, page_size)?;
@@ -105,7 +115,22 @@ pub(crate) fn redo(
             Record::Put { page_id, image, .. }
             | Record::Remove { page_id, image, .. }
             | Record::Patch { page_id, image, .. } => {
-                let (_, batch, key, _) = leaf_change_of(record).expect("a leaf record");
+                let (tree, batch, key, _) = leaf_change_of(record).expect("a leaf record");
+                let delta = match record {
+                    Record::Put { added, .. } => i64::from(*added),
+                    Record::Remove { .. } => -1,
+                    _ => 0,
+                };
+                if let Some(counts) = &mut key_counts {
+                    if let Some(keys) = counts.get_mut(&tree) {
+                        // A count is derived data: one that cannot be right (it came from a
+                        // scan that raced writes) is counted again later, not an error.
+                        match keys.checked_add_signed(delta) {
+                            Some(updated) => *keys = updated,
+                            None => _ = counts.remove(&tree),
+                        }
+                    }
+                }
                 if let Some(image) = image {
                     install_image(&mut pages, page_size, *page_id, image, *end_lsn)?;
                     free.remove(page_id);
@@ -165,6 +190,7 @@ pub(crate) fn redo(
             .collect(),
         pages: ids.len(),
         batches_rolled_back: incomplete.len(),
+        key_counts,
     })
 }
 
@@ -339,6 +365,7 @@ mod tests {
             batch,
             key: key.into(),
             value: value.into(),
+            added: before == Before::Absent,
             before,
             image: None,
         };

@@ -19,6 +19,7 @@ use crate::buffer::BufferManager;
 use crate::error::{Error, Result};
 use crate::io::superblock::{CheckpointRef, Superblock};
 use crate::io::AlignedBuf;
+use crate::key_count::KeyCounts;
 use crate::wal::LogPosition;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -51,6 +52,8 @@ pub(crate) struct DbShared<P: Policy> {
     pub(crate) recovery: crate::db::RecoveryStats,
     /// The checkpoint thread (with the log, until close).
     pub(crate) checkpointer: Mutex<Option<crate::checkpoint::Checkpointer>>,
+    /// Every tree's key count (see `crate::key_count`).
+    pub(crate) key_counts: KeyCounts,
 }
 
 impl<P: Policy> DbShared<P> {
@@ -72,6 +75,7 @@ impl<P: Policy> DbShared<P> {
         if self.bm.log().is_some() {
             return self.checkpoint(true);
         }
+        self.save_key_counts()?;
         self.bm.flush()?;
         self.write_superblock(true, None)
     }
@@ -82,7 +86,7 @@ impl<P: Policy> DbShared<P> {
         let _one_at_a_time = self.checkpointing.lock();
         let position = {
             let _no_batch_in_flight = self.batch_gate.write();
-            self.bm.begin_checkpoint(log)
+            self.bm.begin_checkpoint(log, || self.key_counts.snapshot())
         };
         self.bm.flush()?;
         // The record the superblock will name must be durable first.
@@ -90,6 +94,39 @@ impl<P: Policy> DbShared<P> {
         self.write_superblock(open, Some(position))?;
         log.checkpoint_completed(position);
         Ok(())
+    }
+
+    /// Writes every known key count into its tree's catalog entry (where an open that replays
+    /// no log finds them), unless it holds that count already.
+    fn save_key_counts(&self) -> Result<()> {
+        let catalog = &self.catalog;
+        let mut entry = Vec::new();
+        let mut updates = Vec::new();
+        for (name, root) in self.catalog_roots()? {
+            let Some(keys) = self.key_counts.of(root).get() else {
+                continue;
+            };
+            let saved = crate::db::encode_catalog_entry(root, keys);
+            if !catalog.lookup(&name, &mut entry)? || entry != saved {
+                updates.push((name, saved));
+            }
+        }
+        for (name, saved) in updates {
+            catalog.insert(&name, &saved, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Every catalog entry's tree name and root page id.
+    fn catalog_roots(&self) -> Result<Vec<(Vec<u8>, u64)>> {
+        let mut roots = Vec::new();
+        crate::tree::scan_tree::<P, &[u8], _>(&self.catalog, .., |name, entry| {
+            if let Some((root, _)) = crate::db::decode_catalog_entry(entry) {
+                roots.push((name.to_vec(), root));
+            }
+            true
+        })?;
+        Ok(roots)
     }
 
     /// Waits, before a write latches anything, while checkpoints lag far behind the log.
@@ -165,6 +202,8 @@ impl<P: Policy> DbShared<P> {
         // Dropped outside the mutex: the thread may be in a checkpoint that takes it.
         let checkpointer = self.checkpointer.lock().take();
         drop(checkpointer);
+        // The next open, which replays no log, reads them from the catalog.
+        self.save_key_counts()?;
         self.bm.shut_down()?;
         // Only now is the file complete: no eviction can write a page any more.
         // A clean close leaves a page file that needs no log: complete, with its free list,

@@ -3,9 +3,9 @@
 //! Invariants: no key or value beyond the database's limits reaches the tree; a handle keeps
 //! its tree's root in the pool while it lives.
 
-use crate::btree::{BTree, LeafBatch};
+use crate::btree::{BTree, Decision, LeafBatch};
 use crate::buffer::policy::{Lean, Policy};
-use crate::error::{Error, Result};
+use crate::error::{CompareAndSwapError, Error, Result};
 use crate::range::{Cursor, Range};
 use crate::shared::{DbShared, TreeHandle};
 use std::cell::RefCell;
@@ -198,6 +198,117 @@ impl<P: Policy> Tree<P> {
         Ok(updated.map(|(result, _)| result))
     }
 
+    /// Stores `new` under `key` (`None`: removes it) if its current value is `expected`
+    /// (`None`: absent), atomically: no other write of the key comes in between. This covers
+    /// insert-if-absent (`expected: None`) and remove-if-equal (`new: None`). On a mismatch
+    /// nothing changes and the inner error carries the value found.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let locks = db.open_tree("locks")?;
+    /// // Take the lock only if nobody holds it.
+    /// assert!(locks.compare_and_swap("printer", None, Some(b"ada"))?.is_ok());
+    /// let taken = locks.compare_and_swap("printer", None, Some(b"alan"))?.unwrap_err();
+    /// assert_eq!(taken.current.as_deref(), Some(&b"ada"[..]));
+    /// // Release it only if we hold it.
+    /// assert!(locks.compare_and_swap("printer", Some(b"ada"), None)?.is_ok());
+    /// assert_eq!(locks.get("printer")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<std::result::Result<(), CompareAndSwapError>> {
+        let key = key.as_ref();
+        self.check_key(key)?;
+        if let Some(new) = new {
+            self.check_value(new)?;
+        }
+        let mut found_instead = None;
+        self.write_if(key, |current| {
+            if current == expected {
+                found_instead = None;
+                new.map_or(Decision::Remove, Decision::Put)
+            } else {
+                found_instead = Some(current.map(<[u8]>::to_vec));
+                Decision::Keep
+            }
+        })?;
+        Ok(match found_instead {
+            Some(current) => Err(CompareAndSwapError {
+                current,
+                proposed: new.map(<[u8]>::to_vec),
+            }),
+            None => Ok(()),
+        })
+    }
+
+    /// Replaces the value of `key` with what `f` makes of it (`None` in: absent; `None` out:
+    /// remove), atomically: no other write of the key comes in between. Returns the value
+    /// before. The new value may have any length up to the limit.
+    ///
+    /// `f` runs while the key's leaf is latched, so it must not use this tree; it may run more
+    /// than once (again when its value did not fit the leaf, on the value then current), so it
+    /// should compute from its argument alone.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let counters = db.open_tree("counters")?;
+    /// let increment = |old: Option<&[u8]>| {
+    ///     let count = old.map_or(0, |bytes| u64::from_be_bytes(bytes.try_into().unwrap()));
+    ///     Some((count + 1).to_be_bytes().to_vec())
+    /// };
+    /// assert_eq!(counters.fetch_update("hits", increment)?, None);
+    /// assert_eq!(counters.fetch_update("hits", increment)?, Some(1u64.to_be_bytes().to_vec()));
+    /// assert_eq!(counters.get("hits")?, Some(2u64.to_be_bytes().to_vec()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn fetch_update(
+        &self,
+        key: impl AsRef<[u8]>,
+        mut f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        self.check_key(key)?;
+        let max = self.handle.db.max_value_size;
+        let mut previous = None;
+        let mut too_large = None;
+        self.write_if(key, |current| {
+            previous = current.map(<[u8]>::to_vec);
+            too_large = None;
+            match f(current) {
+                Some(new) if new.len() > max => {
+                    too_large = Some(new.len());
+                    Decision::Keep
+                }
+                Some(new) => Decision::Put(new),
+                None => Decision::Remove,
+            }
+        })?;
+        match too_large {
+            Some(len) => Err(Error::ValueTooLarge { len, max }),
+            None => Ok(previous),
+        }
+    }
+
+    /// A conditional write of `key` as one commit, durable as the database's level says.
+    fn write_if<V: AsRef<[u8]>>(
+        &self,
+        key: &[u8],
+        decide: impl FnMut(Option<&[u8]>) -> Decision<V>,
+    ) -> Result<()> {
+        let db = &self.handle.db;
+        db.admit();
+        let written = self.handle.tree.write_if(key, decide)?;
+        // A commit that changed nothing is durable once every commit before it is: what it
+        // saw was committed.
+        db.commit_durability(written.map_or(0, |written| written.lsn), db.durability)
+    }
+
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
@@ -273,19 +384,9 @@ impl<P: Policy> Tree<P> {
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(
         &self,
         range: R,
-        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        let mut cursor = Cursor::new(range);
-        let mut batch = LeafBatch::default();
-        while !cursor.exhausted() {
-            cursor.step(&self.handle.tree, &mut batch, false)?;
-            for (key, value) in batch.entries() {
-                if !visit(key, value) {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
+        scan_tree(&self.handle.tree, range, visit)
     }
 
     /// All pairs in ascending key order (see [`range`](Self::range)).
@@ -342,10 +443,66 @@ impl<P: Policy> Tree<P> {
         self.iter().next_back().transpose()
     }
 
+    /// How many keys the tree holds, exactly, without a scan: the tree keeps its count as
+    /// writes change it, and the log and checkpoints keep it across crashes and reopens.
+    ///
+    /// Cost: one atomic read. Under concurrent writes it counts every write that completed
+    /// before the call and none that starts after it; writes in flight may or may not count.
+    /// (After reopening a database kept without its write-ahead log following a crash, or one
+    /// written by a version before counts, the first call per tree counts it by a scan; such
+    /// a count is exact if no write runs meanwhile.)
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let tree = db.open_tree("fruit")?;
+    /// for fruit in ["apple", "banana", "cherry", "apple"] {
+    ///     tree.insert(fruit, "")?;
+    /// }
+    /// tree.remove("banana")?;
+    /// assert_eq!(tree.len()?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn len(&self) -> Result<u64> {
+        let count = self.handle.tree.key_count();
+        if let Some(keys) = count.get() {
+            return Ok(keys);
+        }
+        let mut keys = 0;
+        self.scan::<&[u8], _>(.., |_, _| {
+            keys += 1;
+            true
+        })?;
+        self.handle.db.key_counts.counted_by_scan(count, keys);
+        Ok(keys)
+    }
+
     /// True if the tree holds no key.
     pub fn is_empty(&self) -> Result<bool> {
-        Ok(self.first()?.is_none())
+        match self.handle.tree.key_count().get() {
+            Some(keys) => Ok(keys == 0),
+            None => Ok(self.first()?.is_none()),
+        }
     }
+}
+
+/// [`Tree::scan`] over `tree` (also for users without a handle: the database's own upkeep).
+pub(crate) fn scan_tree<P: Policy, K: AsRef<[u8]>, R: RangeBounds<K>>(
+    tree: &BTree<P>,
+    range: R,
+    mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    let mut cursor = Cursor::new(range);
+    let mut batch = LeafBatch::default();
+    while !cursor.exhausted() {
+        cursor.step(tree, &mut batch, false)?;
+        for (key, value) in batch.entries() {
+            if !visit(key, value) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The smallest key above every key that starts with `prefix`, if there is one (there is none

@@ -242,3 +242,66 @@ fn in_place_updates_of_shared_counters_lose_nothing() {
         .sum();
     assert_eq!(total, 4 * INCREMENTS);
 }
+
+/// Threads increment shared counters, half of them through compare-and-swap retry loops, half
+/// through `fetch_update`s that append a byte per increment (values grow, so leaves split under
+/// them), among filler inserts that keep the small pool evicting: no increment may be lost.
+#[test]
+fn compare_and_swap_and_fetch_update_lose_no_increment() {
+    const COUNTERS: u64 = 6;
+    const INCREMENTS: u64 = 1_500;
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), small(48));
+    let counters = db.open_tree("counters").unwrap();
+    let tallies = db.open_tree("tallies").unwrap();
+    let decode = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap());
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let (counters, tallies) = (&counters, &tallies);
+            scope.spawn(move || {
+                for n in 0..INCREMENTS {
+                    let counter = key(((n + thread) % COUNTERS) * 1_000_000);
+                    if thread % 2 == 0 {
+                        loop {
+                            let current = counters.get(&counter).unwrap();
+                            let next = (current.as_deref().map_or(0, decode) + 1).to_le_bytes();
+                            let swapped = counters
+                                .compare_and_swap(&counter, current.as_deref(), Some(&next))
+                                .unwrap();
+                            match swapped {
+                                Ok(()) => break,
+                                Err(error) => {
+                                    assert_ne!(error.current, current);
+                                    assert_eq!(error.proposed.as_deref(), Some(&next[..]));
+                                }
+                            }
+                        }
+                    } else {
+                        tallies
+                            .fetch_update(&counter, |old| {
+                                let mut tally = old.map_or_else(Vec::new, <[u8]>::to_vec);
+                                tally.push(thread as u8);
+                                Some(tally)
+                            })
+                            .unwrap();
+                    }
+                    let filler = key(n * 8 + thread + 1);
+                    tallies.insert(&filler, value_for(n, thread, 200)).unwrap();
+                }
+            });
+        }
+    });
+    assert!(db.stats().evictions > 0, "the pool must have evicted");
+    let mut increments = 0;
+    let mut tallied = [0u64; 4];
+    for counter in 0..COUNTERS {
+        let counter = key(counter * 1_000_000);
+        increments += decode(&counters.get(&counter).unwrap().unwrap());
+        for thread in tallies.get(&counter).unwrap().unwrap() {
+            tallied[thread as usize] += 1;
+        }
+    }
+    assert_eq!(increments, 2 * INCREMENTS);
+    assert_eq!(tallied, [0, INCREMENTS, 0, INCREMENTS]);
+    assert!(db.check_integrity().unwrap().is_ok());
+}

@@ -51,6 +51,57 @@ fn check_range<P: Policy>(
     assert_eq!(visited, expected);
 }
 
+/// A compare-and-swap expecting the current value half the time, another value otherwise;
+/// a quarter of them remove.
+fn compare_and_swap<P: Policy>(
+    tree: &leankv::ablations::Tree<P>,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    key: Vec<u8>,
+    round: u64,
+    max_value: usize,
+    rng: &mut fastrand::Rng,
+) {
+    let current = model.get(&key).cloned();
+    let expected = match rng.u8(..4) {
+        0 | 1 => current.clone(),
+        2 => None,
+        _ => Some(value_for(rng.u64(..), round, 16)),
+    };
+    let new = (rng.u8(..4) != 0).then(|| value_for(rng.u64(..), round, max_value));
+    let outcome = tree
+        .compare_and_swap(&key, expected.as_deref(), new.as_deref())
+        .unwrap();
+    if expected == current {
+        assert_eq!(outcome, Ok(()));
+        match new {
+            Some(value) => model.insert(key, value),
+            None => model.remove(&key),
+        };
+    } else {
+        let error = leankv::CompareAndSwapError {
+            current,
+            proposed: new,
+        };
+        assert_eq!(outcome, Err(error));
+    }
+}
+
+/// What a `fetch_update` in the test makes of a value: removes one in five, else grows or
+/// shrinks it (so that it no longer fits its leaf now and then), or makes one up.
+fn rewritten(old: Option<&[u8]>, seed: u64, round: u64, max_value: usize) -> Option<Vec<u8>> {
+    if seed.is_multiple_of(5) {
+        return None;
+    }
+    let mut value = old.map_or_else(|| value_for(seed, round, max_value), <[u8]>::to_vec);
+    if seed.is_multiple_of(2) {
+        value.extend(value_for(seed, round, max_value / 2 + 1));
+    } else {
+        value.truncate(value.len() / 2);
+    }
+    value.truncate(max_value);
+    Some(value)
+}
+
 fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut model = BTreeMap::new();
@@ -61,7 +112,7 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
         let tree = db.open_tree("data").unwrap();
         for op in 0..ops_per_round {
             let key = random_key(&mut rng);
-            match rng.u8(..10) {
+            match rng.u8(..11) {
                 0..=5 => {
                     let value = value_for(rng.u64(..), round, max_value);
                     tree.insert(&key, &value).unwrap();
@@ -69,10 +120,28 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
                 }
                 6 | 7 => assert_eq!(tree.get(&key).unwrap(), model.get(&key).cloned()),
                 8 => assert_eq!(tree.remove(&key).unwrap(), model.remove(&key).is_some()),
-                _ if op % 20 == 0 => check_range(&tree, &model, &mut rng),
+                9 if op % 2 == 0 => {
+                    compare_and_swap(&tree, &mut model, key, round, max_value, &mut rng)
+                }
+                9 => {
+                    let seed = rng.u64(..);
+                    let rewrite = |old: Option<&[u8]>| rewritten(old, seed, round, max_value);
+                    let previous = tree.fetch_update(&key, rewrite).unwrap();
+                    assert_eq!(previous, model.get(&key).cloned());
+                    match rewrite(previous.as_deref()) {
+                        Some(value) => model.insert(key, value),
+                        None => model.remove(&key),
+                    };
+                }
+                _ if op % 20 == 0 => {
+                    check_range(&tree, &model, &mut rng);
+                    assert_eq!(tree.len().unwrap(), model.len() as u64);
+                    assert_eq!(tree.is_empty().unwrap(), model.is_empty());
+                }
                 _ => assert_eq!(tree.get(&key).unwrap(), model.get(&key).cloned()),
             }
         }
+        assert_eq!(tree.len().unwrap(), model.len() as u64, "round {round}");
         data_bytes = model.iter().map(|(k, v)| k.len() + v.len()).sum();
         let report = db.check_integrity().unwrap();
         assert!(report.is_ok(), "round {round}: {report}");
@@ -96,6 +165,7 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
     let tree = db.open_tree("data").unwrap();
     let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
     assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
+    assert_eq!(tree.len().unwrap(), model.len() as u64);
     let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
     for (i, key) in keys.iter().enumerate() {
         if i % 100 != 0 {
@@ -109,6 +179,7 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
     let tree = db.open_tree("data").unwrap();
     let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
     assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
+    assert_eq!(tree.len().unwrap(), model.len() as u64);
     let report = db.check_integrity().unwrap();
     assert!(report.is_ok(), "{report}");
     assert!(

@@ -191,6 +191,12 @@ fn check(dir: &Path, cycle: u64) {
             assert!(first, "cycle {cycle}: acknowledged batch {batch} lost");
         }
     }
+    assert_eq!(
+        tree.len().unwrap(),
+        stored.len() as u64,
+        "cycle {cycle}: key count"
+    );
+    assert_eq!(db.stats().trees_counted_by_scan, 0, "cycle {cycle}");
     drop(tree);
     let report = db.check_integrity().unwrap();
     assert!(report.is_ok(), "cycle {cycle}: {report}");

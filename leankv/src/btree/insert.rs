@@ -10,7 +10,7 @@
 use super::*;
 
 /// How one attempt at an insert ended.
-enum Step {
+pub(super) enum Step {
     Done(Written),
     /// The leaf in this frame has no room: split it and try again.
     Full(FrameId),
@@ -28,7 +28,6 @@ pub(super) fn before_of(batch: u64, before: &Option<Vec<u8>>) -> BeforeRef<'_> {
 impl<P: Policy> BTree<P> {
     /// Inserts or overwrites, as part of `batch` (0: on its own).
     pub(crate) fn insert(&self, key: &[u8], value: &[u8], batch: u64) -> Result<Written> {
-        let page_size = self.bm.page_size();
         let incoming = Incoming {
             key,
             size: entry_size(true, key.len(), value.len()),
@@ -36,44 +35,70 @@ impl<P: Policy> BTree<P> {
         loop {
             let step = self.bm.run(|mode| {
                 let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
-                let leaf = self.node(frame);
-                let (index, found) = leaf.lower_bound(key);
-                let same_size = found && leaf.value(index).len() == value.len();
-                if !same_size && !split::has_room(&leaf, incoming) {
-                    return Ok(Step::Full(frame));
-                }
-                let before_value = (batch != 0 && found).then(|| leaf.value(index).to_vec());
-                // A value rewritten in place logs only what changed (and in a batch, what those
-                // bytes were).
-                let changed = (same_size && self.bm.log().is_some())
-                    .then(|| ChangedRanges::between(leaf.value(index), value))
-                    .flatten();
-                let mut page = NodeMut::new(self.bm.page_mut(frame, &mut guard));
-                if same_size {
-                    page.overwrite_value(index, value);
-                } else {
-                    if found {
-                        page.remove_at(index);
-                    }
-                    page.insert_at(index, key, value);
-                }
-                self.bm.frame(frame).set_dirty(true);
-                debug_assert!(self.node(frame).used_space() <= page_size);
-                let before = before_of(batch, &before_value);
-                let op = LeafOp::put(key, value, changed.as_ref());
-                let lsn = self
-                    .bm
-                    .log_leaf(frame, &mut guard, self.root_page_id, batch, op, before);
-                Ok(Step::Done(Written {
-                    lsn,
-                    before: before_value,
-                }))
+                let slot = self.node(frame).lower_bound(key);
+                Ok(self.put_in_leaf(frame, &mut guard, slot, key, value, batch))
             })?;
             match step {
                 Step::Done(written) => return Ok(written),
                 Step::Full(frame) => self.bm.run(|mode| self.split(frame, key, incoming, mode))?,
             }
         }
+    }
+
+    /// Puts `key` with `value` into the exclusively latched leaf in `frame`, at `slot` (where
+    /// `lower_bound` placed the key, and whether it found it), logged as part of `batch`; or
+    /// reports that it does not fit.
+    pub(super) fn put_in_leaf(
+        &self,
+        frame: FrameId,
+        guard: &mut ExclusiveGuard<'_>,
+        (index, found): (usize, bool),
+        key: &[u8],
+        value: &[u8],
+        batch: u64,
+    ) -> Step {
+        let leaf = self.node(frame);
+        debug_assert_eq!(leaf.lower_bound(key), (index, found));
+        let same_size = found && leaf.value(index).len() == value.len();
+        let incoming = Incoming {
+            key,
+            size: entry_size(true, key.len(), value.len()),
+        };
+        if !same_size && !split::has_room(&leaf, incoming) {
+            return Step::Full(frame);
+        }
+        let before_value = (batch != 0 && found).then(|| leaf.value(index).to_vec());
+        // A value rewritten in place logs only what changed (and in a batch, what those
+        // bytes were).
+        let changed = (same_size && self.bm.log().is_some())
+            .then(|| ChangedRanges::between(leaf.value(index), value))
+            .flatten();
+        let mut page = NodeMut::new(self.bm.page_mut(frame, guard));
+        if same_size {
+            page.overwrite_value(index, value);
+        } else {
+            if found {
+                page.remove_at(index);
+            }
+            page.insert_at(index, key, value);
+        }
+        self.bm.frame(frame).set_dirty(true);
+        debug_assert!(self.node(frame).used_space() <= self.bm.page_size());
+        let before = before_of(batch, &before_value);
+        let op = LeafOp::put(key, value, !found, changed.as_ref());
+        let lsn = self.bm.log_leaf(
+            frame,
+            guard,
+            self.root_page_id,
+            batch,
+            op,
+            before,
+            self.keys.counter(),
+        );
+        Step::Done(Written {
+            lsn,
+            before: before_value,
+        })
     }
 
     /// Rewrites the value of `key` in place with `modify`, which sees a copy of the current
@@ -107,7 +132,7 @@ impl<P: Policy> BTree<P> {
                 .and_then(|_| ChangedRanges::between(leaf.value(index), value));
             NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
             self.bm.frame(frame).set_dirty(true);
-            let op = LeafOp::put(key, value, changed.as_ref());
+            let op = LeafOp::put(key, value, false, changed.as_ref());
             let lsn = self.bm.log_leaf(
                 frame,
                 &mut guard,
@@ -115,6 +140,7 @@ impl<P: Policy> BTree<P> {
                 0,
                 op,
                 BeforeRef::Unrecorded,
+                self.keys.counter(),
             );
             Ok(Some((result, lsn)))
         })

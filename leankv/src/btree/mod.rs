@@ -20,10 +20,11 @@
 //! The rooms: this file holds the tree handle (creation, opening, the root and its handles) and
 //! the page kinds it registers with the buffer manager; [`descend`] the descents and reads,
 //! [`insert`] inserts, updates and splits (planned by [`split`]), [`remove`] removals and
-//! merges, [`scan`] range scans; [`node`] the node format (reading, validating, writing) and
+//! merges, [`conditional`] compare-and-swap and read-modify-write, [`scan`] range scans; [`node`] the node format (reading, validating, writing) and
 //! [`check`] the integrity checker over a whole tree on disk.
 
 pub(crate) mod check;
+mod conditional;
 mod descend;
 mod insert;
 pub(crate) mod node;
@@ -32,6 +33,7 @@ mod remove;
 mod scan;
 mod split;
 
+pub(crate) use conditional::Decision;
 use descend::ParentAndChild;
 pub(crate) use scan::{LeafBatch, ScanFrom};
 
@@ -41,6 +43,7 @@ use crate::buffer::{
 };
 use crate::error::{Error, Result};
 use crate::io::page::PageType;
+use crate::key_count::{KeyCount, KeyCounts};
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use crate::wal::{BeforeRef, ChangedRanges, LeafOp};
 use node::{entry_size, Bound, Node, NodeMut};
@@ -69,34 +72,49 @@ pub(crate) struct BTree<P: Policy> {
     /// Handles (`Tree`s and their iterators) using this tree; at zero its root may leave the
     /// pool.
     handles: AtomicUsize,
+    /// How many keys the tree holds (see `crate::key_count`).
+    keys: Arc<KeyCount>,
 }
 
 impl<P: Policy> BTree<P> {
-    /// Creates an empty tree: a new root leaf, hot for as long as the tree is open.
-    pub(crate) fn create(bm: &Arc<BufferManager<P>>) -> Result<BTree<P>> {
-        let (root, root_page_id) = bm.run(|_| {
+    /// Creates an empty tree: a new root leaf, hot for as long as the tree is open. Its key
+    /// count joins `counts` before its creation is logged, so checkpoints include it.
+    pub(crate) fn create(bm: &Arc<BufferManager<P>>, counts: &KeyCounts) -> Result<BTree<P>> {
+        let (root, root_page_id, keys) = bm.run(|_| {
             let (frame, mut guard) = bm.allocate_page(PageType::BTreeLeaf, None)?;
             NodeMut::new(bm.page_mut(frame, &mut guard)).init(0, None, None);
+            let keys = counts.created(bm.frame(frame).page_id());
             bm.log_new_tree(frame, &mut guard);
-            Ok((frame, bm.frame(frame).page_id()))
+            Ok((frame, bm.frame(frame).page_id(), keys))
         })?;
         Ok(BTree {
             bm: bm.clone(),
             root: AtomicU32::new(root),
             root_page_id,
             handles: AtomicUsize::new(0),
+            keys,
         })
     }
 
-    /// Opens the tree whose root is page `root_page_id`.
-    pub(crate) fn open(bm: &Arc<BufferManager<P>>, root_page_id: u64) -> Result<BTree<P>> {
+    /// Opens the tree whose root is page `root_page_id`, with its key count from `counts`.
+    pub(crate) fn open(
+        bm: &Arc<BufferManager<P>>,
+        root_page_id: u64,
+        counts: &KeyCounts,
+    ) -> Result<BTree<P>> {
         let root = bm.load_root(root_page_id, Self::check_root)?;
         Ok(BTree {
             bm: bm.clone(),
             root: AtomicU32::new(root),
             root_page_id,
             handles: AtomicUsize::new(0),
+            keys: counts.of(root_page_id),
         })
+    }
+
+    /// The tree's key count.
+    pub(crate) fn key_count(&self) -> &KeyCount {
+        &self.keys
     }
 
     fn check_root(page: crate::buffer::PageView<'_>) -> std::result::Result<(), String> {

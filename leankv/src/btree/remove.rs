@@ -9,7 +9,7 @@
 use super::*;
 
 /// What removing a key from its leaf asks the caller to do next.
-enum Removal {
+pub(super) enum Removal {
     Absent,
     Done(Written),
     /// Removed, and the leaf in this frame has become underfull: merge it.
@@ -24,7 +24,6 @@ fn underfull(node: &Node<'_>, page_size: usize) -> bool {
 impl<P: Policy> BTree<P> {
     /// Removes `key` as part of `batch` (0: on its own); `None` if it was absent.
     pub(crate) fn remove(&self, key: &[u8], batch: u64) -> Result<Option<Written>> {
-        let page_size = self.bm.page_size();
         let step = self.bm.run(|mode| {
             let exists =
                 self.read_leaf(key, Bound::AtLeast, mode, |leaf| leaf.lower_bound(key).1)?;
@@ -32,32 +31,52 @@ impl<P: Policy> BTree<P> {
                 return Ok(Removal::Absent);
             }
             let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
-            let leaf = self.node(frame);
-            let (index, found) = leaf.lower_bound(key);
+            let (index, found) = self.node(frame).lower_bound(key);
             if !found {
                 return Ok(Removal::Absent);
             }
-            let before_value = (batch != 0).then(|| leaf.value(index).to_vec());
-            NodeMut::new(self.bm.page_mut(frame, &mut guard)).remove_at(index);
-            self.bm.frame(frame).set_dirty(true);
-            let before = insert::before_of(batch, &before_value);
-            let lsn = self.bm.log_leaf(
-                frame,
-                &mut guard,
-                self.root_page_id,
-                batch,
-                LeafOp::Remove { key },
-                before,
-            );
-            let written = Written {
-                lsn,
-                before: before_value,
-            };
-            if frame != self.root() && underfull(&self.node(frame), page_size) {
-                return Ok(Removal::Merge(written, frame));
-            }
-            Ok(Removal::Done(written))
+            Ok(self.remove_from_leaf(frame, &mut guard, index, key, batch))
         })?;
+        self.finish_removal(step, key)
+    }
+
+    /// Removes the entry at `index`, which holds `key`, from the exclusively latched leaf in
+    /// `frame`, logged as part of `batch`.
+    pub(super) fn remove_from_leaf(
+        &self,
+        frame: FrameId,
+        guard: &mut ExclusiveGuard<'_>,
+        index: usize,
+        key: &[u8],
+        batch: u64,
+    ) -> Removal {
+        let leaf = self.node(frame);
+        debug_assert_eq!(leaf.lower_bound(key), (index, true));
+        let before_value = (batch != 0).then(|| leaf.value(index).to_vec());
+        NodeMut::new(self.bm.page_mut(frame, guard)).remove_at(index);
+        self.bm.frame(frame).set_dirty(true);
+        let before = insert::before_of(batch, &before_value);
+        let lsn = self.bm.log_leaf(
+            frame,
+            guard,
+            self.root_page_id,
+            batch,
+            LeafOp::Remove { key },
+            before,
+            self.keys.counter(),
+        );
+        let written = Written {
+            lsn,
+            before: before_value,
+        };
+        if frame != self.root() && underfull(&self.node(frame), self.bm.page_size()) {
+            return Removal::Merge(written, frame);
+        }
+        Removal::Done(written)
+    }
+
+    /// Merges after a removal that left its leaf underfull (latches released by now).
+    pub(super) fn finish_removal(&self, step: Removal, key: &[u8]) -> Result<Option<Written>> {
         match step {
             Removal::Absent => Ok(None),
             Removal::Done(written) => Ok(Some(written)),

@@ -25,7 +25,7 @@ fn tree_with_small_pool<P: Policy>() -> BTree<P> {
         None,
     )
     .unwrap();
-    BTree::create(&bm).unwrap()
+    BTree::create(&bm, &crate::key_count::KeyCounts::default()).unwrap()
 }
 
 fn key(n: u32) -> [u8; 4] {

@@ -20,14 +20,17 @@
 use super::policy::Policy;
 use super::*;
 use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, Split};
+use std::sync::atomic::AtomicU64;
 
 impl<P: Policy> BufferManager<P> {
     pub(crate) fn log(&self) -> Option<&Arc<Log>> {
         self.log.as_ref()
     }
 
-    /// Logs a leaf operation on the page in `frame`, just applied under `guard`; returns the
-    /// end LSN of its record (0 without a log).
+    /// Logs a leaf operation on the page in `frame`, just applied under `guard`, and changes
+    /// the tree's key count `keys` as it does; returns the end LSN of its record (0 without a
+    /// log).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn log_leaf(
         &self,
         frame: FrameId,
@@ -36,8 +39,10 @@ impl<P: Policy> BufferManager<P> {
         batch: u64,
         op: LeafOp<'_>,
         before: BeforeRef<'_>,
+        keys: &AtomicU64,
     ) -> u64 {
         let Some(log) = &self.log else {
+            keys.fetch_add(op.key_delta() as u64, Ordering::Relaxed);
             return 0;
         };
         let page_id = self.frame(frame).page_id();
@@ -53,7 +58,7 @@ impl<P: Policy> BufferManager<P> {
             before,
         };
         let mut fill = |image: &mut [u8]| self.copy_for_log(frame, image);
-        let end = log.append_leaf(change, page_lsn, self.page_size(), &mut fill);
+        let end = log.append_leaf(change, page_lsn, self.page_size(), &mut fill, keys);
         if let Some(mut ids) = ids {
             ids.logged(page_id);
         }
@@ -165,11 +170,16 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Begins a checkpoint (see `Log::begin_checkpoint`) with the page allocation as of its
-    /// record: pages allocated but not yet logged count as free.
-    pub(crate) fn begin_checkpoint(&self, log: &Log) -> LogPosition {
+    /// record (pages allocated but not yet logged count as free) and the key counts that
+    /// `key_counts` takes.
+    pub(crate) fn begin_checkpoint(
+        &self,
+        log: &Log,
+        key_counts: impl FnOnce() -> Vec<(u64, u64)>,
+    ) -> LogPosition {
         let ids = self.page_ids.lock();
         let (page_count, free) = ids.snapshot_for_log();
-        log.begin_checkpoint(page_count, &free)
+        log.begin_checkpoint(page_count, &free, key_counts)
     }
 
     /// Copies the page in `frame` into `image` as it goes to disk or into the log: swizzled

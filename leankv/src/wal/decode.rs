@@ -53,7 +53,22 @@ impl FrameHeader {
                     return Err("checkpoint free list longer than its record".into());
                 }
                 let free = (0..len).map(|_| reader.u64()).collect::<Result<_, _>>()?;
-                Record::Checkpoint { page_count, free }
+                // A log written before key counts ends here.
+                let key_counts = if reader.bytes.is_empty() {
+                    None
+                } else {
+                    let len = reader.u64()?;
+                    if len > (reader.bytes.len() / 16) as u64 {
+                        return Err("checkpoint key counts longer than its record".into());
+                    }
+                    let count = (0..len).map(|_| Ok((reader.u64()?, reader.u64()?)));
+                    Some(count.collect::<Result<_, String>>()?)
+                };
+                Record::Checkpoint {
+                    page_count,
+                    free,
+                    key_counts,
+                }
             }
             KIND_STRUCTURE | KIND_NEW_TREE => {
                 let count = reader.u32()?;
@@ -197,7 +212,8 @@ impl Reader<'_> {
     /// A leaf record's payload (see the format in `record`).
     fn leaf(&mut self, kind: u8) -> Result<Record, String> {
         let flags = self.u8()?;
-        if flags >> (BEFORE_SHIFT + 2) != 0 {
+        let known = FLAG_IMAGE | 3 << BEFORE_SHIFT | if kind == KIND_PUT { FLAG_ADDED } else { 0 };
+        if flags & !known != 0 {
             return Err(format!("unknown leaf record flags {flags:#x}"));
         }
         let (page_id, tree, batch) = (self.varint()?, self.varint()?, self.varint()?);
@@ -250,6 +266,7 @@ impl Reader<'_> {
                 batch,
                 key,
                 value,
+                added: flags & FLAG_ADDED != 0,
                 before,
                 image,
             },
@@ -307,18 +324,23 @@ mod tests {
         page
     }
 
+    /// Frames placed at LSN 4096 of generation 3.
+    fn writer<'a>(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> FrameWriter<'a> {
+        FrameWriter {
+            out,
+            base: 4096,
+            generation: 3,
+            scratch,
+            payload_checksum: 0,
+            placed: true,
+        }
+    }
+
     #[test]
     fn every_record_roundtrips_and_a_flipped_bit_is_caught() {
         let (mut out, mut scratch) = (Vec::new(), Vec::new());
-        let mut writer = FrameWriter {
-            out: &mut out,
-            base: 4096,
-            generation: 3,
-            scratch: &mut scratch,
-            payload_checksum: 0,
-            placed: true,
-        };
-        writer.checkpoint(10, &[3, 5]);
+        let mut writer = writer(&mut out, &mut scratch);
+        writer.checkpoint(10, &[3, 5], &[(1, 4), (300, 0)]);
         writer.structure(&[(7, 0xabu8), (8, 0xcd)], &[5], false, 64, |byte, page| {
             page.fill(byte);
             page[10..20].fill(0);
@@ -331,8 +353,11 @@ mod tests {
             op,
             before,
         };
-        let put = |key, value| LeafOp::Put { key, value };
-        writer.leaf(change(0, put(b"k", b"v"), BeforeRef::Unrecorded), None);
+        let put = |key, value, added| LeafOp::Put { key, value, added };
+        writer.leaf(
+            change(0, put(b"k", b"v", false), BeforeRef::Unrecorded),
+            None,
+        );
         let remove = LeafOp::Remove { key: b"k" };
         writer.leaf(change(9, remove, BeforeRef::Value(b"old")), None);
         let mut fill = |page: &mut [u8]| {
@@ -340,7 +365,7 @@ mod tests {
             (0, 0)
         };
         writer.leaf(
-            change(9, put(b"n", b""), BeforeRef::Absent),
+            change(9, put(b"n", b"", true), BeforeRef::Absent),
             Some((64, &mut fill)),
         );
         let old = [7u8; 300];
@@ -388,9 +413,11 @@ mod tests {
             records[0].1,
             Record::Checkpoint {
                 page_count: 10,
-                free: vec![3, 5]
+                free: vec![3, 5],
+                key_counts: Some(vec![(1, 4), (300, 0)]),
             }
         );
+        assert!(matches!(&records[2].1, Record::Put { added: false, .. }));
         assert_eq!(
             records[1].1,
             Record::Structure {
@@ -411,7 +438,7 @@ mod tests {
             }
         );
         assert!(
-            matches!(&records[4].1, Record::Put { image: Some(image), before: Before::Absent, .. } if image == &vec![1; 64])
+            matches!(&records[4].1, Record::Put { image: Some(image), before: Before::Absent, added: true, .. } if image == &vec![1; 64])
         );
         assert_eq!(records[7].1, Record::Commit { batch: 9 });
         for position in [0, 5, 9, 17, 20, 30] {
@@ -428,6 +455,27 @@ mod tests {
                 "flip at {position} missed"
             );
         }
+    }
+
+    #[test]
+    fn a_checkpoint_from_before_key_counts_decodes_without_them() {
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        writer(&mut out, &mut scratch).checkpoint(10, &[3], &[]);
+        // The record as logs before key counts held it: without the (empty) counts' length.
+        let mut header: [u8; FRAME_HEADER] = out[..FRAME_HEADER].try_into().unwrap();
+        let payload_len = u32::from_le_bytes(header[4..8].try_into().unwrap()) - 8;
+        let payload = out[FRAME_HEADER..FRAME_HEADER + payload_len as usize].to_vec();
+        header[4..8].copy_from_slice(&payload_len.to_le_bytes());
+        stamp(&mut header, 4096, 3, crc32c::crc32c(&payload));
+        let record = FrameHeader::decode(&header)
+            .decode_record(&header, &payload)
+            .unwrap();
+        let expected = Record::Checkpoint {
+            page_count: 10,
+            free: vec![3],
+            key_counts: None,
+        };
+        assert_eq!(record, expected);
     }
 }
 

@@ -208,13 +208,15 @@ impl Log {
     /// Appends a leaf record: `change` to a page whose last change ended at `page_lsn`, with
     /// the page's image (`fill` writes it, `page_size` bytes) if the page's last change lies
     /// at or before the image threshold. The record is encoded and checksummed before the
-    /// mutex is taken; under it, it is only copied and given its position. Returns its end.
+    /// mutex is taken; under it, it is only copied and given its position, and the tree's key
+    /// count `keys` changes as the operation does (see `begin_checkpoint`). Returns its end.
     pub(crate) fn append_leaf(
         &self,
         change: LeafChange<'_>,
         page_lsn: u64,
         page_size: usize,
         fill: &mut FillImage<'_>,
+        keys: &AtomicU64,
     ) -> u64 {
         STAGED.with(|staged| {
             let mut staged = staged.borrow_mut();
@@ -242,6 +244,10 @@ impl Log {
             }
             self.inner
                 .append_encoded(&mut state, frame, payload_checksum);
+            let delta = change.op.key_delta();
+            if delta != 0 {
+                keys.fetch_add(delta as u64, Ordering::Relaxed);
+            }
             state.end
         })
     }
@@ -308,12 +314,18 @@ impl Log {
         self.inner.state.lock().end
     }
 
-    /// Begins a checkpoint: appends its record with the page count and free list, in the
-    /// other file if that holds nothing recovery could need. The caller holds the page-id lock,
-    /// under which every `Free` record is appended, so the snapshot is exact at the record.
-    /// From now on a page changed for the first time logs an image. Returns where the record
-    /// lies.
-    pub(crate) fn begin_checkpoint(&self, page_count: u64, free: &[u64]) -> LogPosition {
+    /// Begins a checkpoint: appends its record with the page count, the free list and the
+    /// key counts `key_counts` takes (under the log's mutex, under which every leaf record
+    /// changes them, so they are exact at the record), in the other file if that holds
+    /// nothing recovery could need. The caller holds the page-id lock, under which every
+    /// `Free` record is appended, so the free list is exact at the record too. From now on a
+    /// page changed for the first time logs an image. Returns where the record lies.
+    pub(crate) fn begin_checkpoint(
+        &self,
+        page_count: u64,
+        free: &[u64],
+        key_counts: impl FnOnce() -> Vec<(u64, u64)>,
+    ) -> LogPosition {
         let mut state = self.inner.state.lock();
         if state.checkpoint.file == state.file {
             state.file = 1 - state.file;
@@ -325,8 +337,10 @@ impl Log {
             lsn: state.end,
         };
         self.inner.redo_ptr.store(state.end, Ordering::Release);
-        self.inner
-            .append_locked(&mut state, |writer, _| writer.checkpoint(page_count, free));
+        let key_counts = key_counts();
+        self.inner.append_locked(&mut state, |writer, _| {
+            writer.checkpoint(page_count, free, &key_counts)
+        });
         position
     }
 

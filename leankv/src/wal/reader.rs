@@ -228,7 +228,7 @@ mod tests {
             lsn: 4096,
         };
         let log = Log::start(files.clone(), config, end, previous, 1).unwrap();
-        let start = log.begin_checkpoint(1, &[]);
+        let start = log.begin_checkpoint(1, &[], Vec::new);
         for batch in 1..=commits {
             let (_, end) = log.append(|writer, _| writer.commit(batch));
             log.wait_durable(end).unwrap();

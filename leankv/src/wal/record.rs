@@ -11,7 +11,8 @@
 //!
 //! Records (fixed-width integers little endian; lengths and ids in leaf records as LEB128
 //! varints, since leaf records are most of the log):
-//! * `Checkpoint`: the page count and the free page ids at the checkpoint's start;
+//! * `Checkpoint`: the page count, the free page ids and the key count of every tree (by root
+//!   page id) at the checkpoint's start (logs written before key counts end after the ids);
 //! * `Structure`: a structural change (split, merge, new root, new tree) as one record: the
 //!   full images of every page it changed (swips as page ids) and the page ids it freed;
 //! * `Put` / `Remove` / `Patch`: one key of one leaf, with the tree (its root page id), the
@@ -28,7 +29,7 @@
 //!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
 //!
 //! Leaf payload: `[flags u8: bit 0 image follows, bits 1-2 before tag (0 unrecorded, 1
-//! absent, 2 value)][page id][tree][batch][key len][key]`, then for `Put` `[value len][value]`,
+//! absent, 2 value), bit 3 (puts) the key was absent][page id][tree][batch][key len][key]`, then for `Put` `[value len][value]`,
 //! for `Patch` `[value len][range count]` and per range `[gap from the previous range's
 //! end][len][bytes]` and, in a batch (before tag 3), the range's old bytes; then the before
 //! value (`[len][bytes]`) if tagged 2, then the image.
@@ -53,6 +54,8 @@ pub(crate) const KIND_SYNC_MARK: u8 = 8;
 pub(super) const KIND_SPLIT: u8 = 9;
 
 pub(super) const FLAG_IMAGE: u8 = 1;
+/// A put of a key that was absent: it adds to its tree's key count.
+pub(super) const FLAG_ADDED: u8 = 1 << 3;
 pub(super) const BEFORE_SHIFT: u8 = 1;
 pub(super) const BEFORE_UNRECORDED: u8 = 0;
 pub(super) const BEFORE_ABSENT: u8 = 1;
@@ -79,6 +82,8 @@ pub(crate) enum Record {
     Checkpoint {
         page_count: u64,
         free: Vec<u64>,
+        /// Every tree's key count, by root page id (`None`: a log from before key counts).
+        key_counts: Option<Vec<(u64, u64)>>,
     },
     Structure {
         images: Vec<(u64, Vec<u8>)>,
@@ -93,6 +98,8 @@ pub(crate) enum Record {
         batch: u64,
         key: Vec<u8>,
         value: Vec<u8>,
+        /// The key was absent: the put added it.
+        added: bool,
         before: Before,
         image: Option<Vec<u8>>,
     },
@@ -145,6 +152,8 @@ pub(crate) enum LeafOp<'a> {
     Put {
         key: &'a [u8],
         value: &'a [u8],
+        /// The key was absent.
+        added: bool,
     },
     Remove {
         key: &'a [u8],
@@ -158,20 +167,33 @@ pub(crate) enum LeafOp<'a> {
 }
 
 impl<'a> LeafOp<'a> {
-    /// Putting `value`: a patch if `changed` holds the ranges in which it differs from the
-    /// value of the same length it replaced.
+    /// Putting `value` (under a key that was absent if `added`): a patch if `changed` holds
+    /// the ranges in which it differs from the value of the same length it replaced.
     pub(crate) fn put(
         key: &'a [u8],
         value: &'a [u8],
+        added: bool,
         changed: Option<&'a ChangedRanges>,
     ) -> LeafOp<'a> {
         match changed {
-            Some(changed) => LeafOp::Patch {
-                key,
-                value,
-                changed,
-            },
-            None => LeafOp::Put { key, value },
+            Some(changed) => {
+                debug_assert!(!added, "a patch replaces a value");
+                LeafOp::Patch {
+                    key,
+                    value,
+                    changed,
+                }
+            }
+            None => LeafOp::Put { key, value, added },
+        }
+    }
+
+    /// How the operation changes its tree's key count.
+    pub(crate) fn key_delta(&self) -> i64 {
+        match self {
+            LeafOp::Put { added: true, .. } => 1,
+            LeafOp::Put { added: false, .. } | LeafOp::Patch { .. } => 0,
+            LeafOp::Remove { .. } => -1,
         }
     }
 }
@@ -321,12 +343,22 @@ impl FrameWriter<'_> {
         self.base + padded as u64
     }
 
-    pub(crate) fn checkpoint(&mut self, page_count: u64, free: &[u64]) -> u64 {
+    pub(crate) fn checkpoint(
+        &mut self,
+        page_count: u64,
+        free: &[u64],
+        key_counts: &[(u64, u64)],
+    ) -> u64 {
         self.frame(KIND_CHECKPOINT, |out, _| {
             out.extend_from_slice(&page_count.to_le_bytes());
             out.extend_from_slice(&(free.len() as u64).to_le_bytes());
             for id in free {
                 out.extend_from_slice(&id.to_le_bytes());
+            }
+            out.extend_from_slice(&(key_counts.len() as u64).to_le_bytes());
+            for (root, keys) in key_counts {
+                out.extend_from_slice(&root.to_le_bytes());
+                out.extend_from_slice(&keys.to_le_bytes());
             }
         })
     }
@@ -388,13 +420,18 @@ impl FrameWriter<'_> {
         debug_assert!(
             kind != KIND_PATCH || matches!(before_tag, BEFORE_UNRECORDED | BEFORE_RANGES)
         );
+        let added = matches!(op, LeafOp::Put { added: true, .. });
         self.frame(kind, |out, scratch| {
-            out.push(u8::from(image.is_some()) | before_tag << BEFORE_SHIFT);
+            out.push(
+                u8::from(image.is_some())
+                    | before_tag << BEFORE_SHIFT
+                    | if added { FLAG_ADDED } else { 0 },
+            );
             varint(out, page_id);
             varint(out, tree);
             varint(out, batch);
             match op {
-                LeafOp::Put { key, value } => {
+                LeafOp::Put { key, value, .. } => {
                     bytes(out, key);
                     bytes(out, value);
                 }

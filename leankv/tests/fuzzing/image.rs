@@ -178,7 +178,8 @@ fn describe(
             if tree == CATALOG && node.is_leaf() {
                 for (key, value) in &node.entries {
                     catalog.add(key, value);
-                    let child = u64::from_le_bytes(value.as_slice().try_into().unwrap());
+                    // The root page id, then the saved key count.
+                    let child = u64::from_le_bytes(value[..8].try_into().unwrap());
                     roots.push((String::from_utf8(key.clone()).unwrap(), child));
                 }
             }

@@ -156,6 +156,19 @@ fn compare_all(case: &Case, trees: &[Tree], models: &[Model], when: &str) -> Res
                 break;
             }
         }
+        let len = tree
+            .len()
+            .map_err(|e| case.unexpected(&format!("{when}: len of {:?}", TREES[index]), &e))?;
+        if len != models[index].len() as u64 {
+            return Err(case.fail(
+                Kind::Mismatch,
+                format!(
+                    "{when}: len of {:?} is {len}, the model has {}",
+                    TREES[index],
+                    models[index].len()
+                ),
+            ));
+        }
         let expected: Vec<(Vec<u8>, Vec<u8>)> = models[index]
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -237,7 +250,7 @@ pub fn run(data: &[u8]) -> CaseResult {
         let t = if input.chance(1, 4) { 1 } else { 0 };
         let (tree, model) = (&trees[t], &mut models[t]);
         let name = TREES[t];
-        let op = input.below(32);
+        let op = input.below(34);
         match op {
             0..=11 | 29..=31 => {
                 let key = if op >= 29 {
@@ -426,6 +439,76 @@ pub fn run(data: &[u8]) -> CaseResult {
                         ));
                     }
                 }
+            }
+            32 => {
+                // Expect the current value or another one; put or remove.
+                let key = gen_key(&mut input, max_key, model);
+                let current = model.get(&key).cloned();
+                let expected = match input.below(3) {
+                    0 => current.clone(),
+                    1 => None,
+                    _ => Some(vec![input.u8()]),
+                };
+                serial += 1;
+                let new = input
+                    .chance(3, 4)
+                    .then(|| gen_value(&mut input, max_value, serial));
+                case.note(format!(
+                    "{name}.compare_and_swap({}, {:?}, {:?})",
+                    describe(&key),
+                    expected.as_ref().map(Vec::len),
+                    new.as_ref().map(Vec::len)
+                ));
+                let outcome = tree
+                    .compare_and_swap(&key, expected.as_deref(), new.as_deref())
+                    .map_err(|e| case.unexpected("compare_and_swap", &e))?;
+                match (&outcome, expected == current) {
+                    (Ok(()), true) => {
+                        match new {
+                            Some(value) => model.insert(key, value),
+                            None => model.remove(&key),
+                        };
+                    }
+                    (Err(error), false) if error.current == current && error.proposed == new => {}
+                    _ => {
+                        return Err(case.fail(
+                            Kind::Mismatch,
+                            format!(
+                                "compare_and_swap returned {:?}, the model has {:?}",
+                                outcome.map_err(|error| error.current.map(|v| v.len())),
+                                current.map(|v| v.len())
+                            ),
+                        ));
+                    }
+                }
+            }
+            33 => {
+                // Grow, shrink or remove the value (absent: make one up).
+                let key = gen_key(&mut input, max_key, model);
+                serial += 1;
+                let made = gen_value(&mut input, max_value, serial);
+                let how = input.below(4);
+                let rewrite = |old: Option<&[u8]>| match (how, old) {
+                    (0, _) => None,
+                    (1, Some(old)) => Some(old[..old.len() / 2].to_vec()),
+                    (_, Some(old)) => {
+                        let mut value = [old, &made[..]].concat();
+                        value.truncate(max_value);
+                        Some(value)
+                    }
+                    (_, None) => Some(made.clone()),
+                };
+                case.note(format!("{name}.fetch_update({}, {how})", describe(&key)));
+                let previous = tree
+                    .fetch_update(&key, rewrite)
+                    .map_err(|e| case.unexpected("fetch_update", &e))?;
+                if previous.as_ref() != model.get(&key) {
+                    return Err(case.fail(Kind::Mismatch, "fetch_update saw another value"));
+                }
+                match rewrite(previous.as_deref()) {
+                    Some(value) => model.insert(key, value),
+                    None => model.remove(&key),
+                };
             }
             24 => {
                 case.note("flush".into());

@@ -297,6 +297,15 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
                     let id = cursor.int(8, "free page id", d)?;
                     d.page_ids.push(id);
                 }
+                // Key counts (absent in logs from before them): root page ids and counts.
+                if cursor.at < cursor.end {
+                    let trees = cursor.int(8, "key count length", d)?;
+                    for _ in 0..trees.min(1 << 20) {
+                        let root = cursor.int(8, "key count root", d)?;
+                        d.page_ids.push(root);
+                        cursor.int(8, "key count", d)?;
+                    }
+                }
             }
             KIND_STRUCTURE | KIND_NEW_TREE => {
                 let count = cursor.int(4, "image count", d)?;
