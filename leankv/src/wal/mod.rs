@@ -5,7 +5,8 @@
 //! when a commit waits for durability (`Immediate`, group commit: every commit that arrived
 //! meanwhile shares the sync), when the `Eventual` delay is up, when a page write needs its
 //! records durable first (the WAL rule) or at shutdown. Between syncs it writes large chunks
-//! ahead without syncing, so memory stays bounded under `Durability::None`.
+//! ahead without syncing; writes wait while more than `MAX_QUEUED_BYTES` of log wait for the
+//! writer (a device slower than the appends), so memory stays bounded under any durability.
 //!
 //! The log lives in two files used in turn: a checkpoint starts the other file (from offset 0)
 //! when the last completed checkpoint started in the current one, so the file being overwritten
@@ -23,6 +24,8 @@
 mod decode;
 mod reader;
 pub(crate) mod record;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use reader::{read_log, LogEnd};
 pub(crate) use record::{
@@ -49,6 +52,9 @@ const WRITE_AHEAD_BYTES: usize = 1 << 20;
 const CHUNK_CAPACITY: usize = WRITE_AHEAD_BYTES + (WRITE_AHEAD_BYTES >> 2);
 /// Chunk buffers kept for reuse.
 const SPARE_CHUNKS: usize = 4;
+/// Log bytes appended but not yet taken by the writer beyond which writes wait in `admit`
+/// (the device is slower than the appends): the log's memory stays bounded.
+const MAX_QUEUED_BYTES: usize = 64 << 20;
 
 /// Where a checkpoint record lies: recovery starts reading there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,8 +136,8 @@ struct Inner {
     /// Pages whose last change ends at or before this LSN log an image at their next change.
     /// Changed under the state's mutex, at checkpoints; read before a leaf record is encoded.
     redo_ptr: AtomicU64,
-    /// Set while the log is more than four checkpoint intervals beyond the last completed
-    /// checkpoint (`admit` runs before every write and reads only this; it changes rarely).
+    /// Set while writes must wait (see `Inner::must_wait`; `admit` runs before every write and
+    /// reads only this; it changes rarely).
     throttled: AtomicBool,
     next_batch: AtomicU64,
     bytes: AtomicU64,
@@ -362,13 +368,14 @@ impl Log {
     }
 
     /// Waits (before a write latches anything) while the log is far beyond its checkpoint
-    /// interval, so that checkpoints keep up and the log's disk use stays bounded.
+    /// interval, so that checkpoints keep up and the log's disk use stays bounded, or while
+    /// more log waits in memory than the writer has taken, so that its memory stays bounded.
     pub(crate) fn admit(&self) {
         if !self.inner.throttled.load(Ordering::Acquire) {
             return;
         }
         let mut state = self.inner.state.lock();
-        while self.inner.too_far_ahead(&state) && state.failed.is_none() && !state.shutdown {
+        while self.inner.must_wait(&state) && state.failed.is_none() && !state.shutdown {
             self.inner
                 .progress
                 .wait_for(&mut state, Duration::from_millis(10));
@@ -464,25 +471,27 @@ impl Inner {
         let added = chunk.bytes.len() - before;
         state.end += added as u64;
         state.file_offset += added as u64;
-        if !self.throttled.load(Ordering::Relaxed) && self.too_far_ahead(state) {
+        state.pending_bytes += added;
+        if !self.throttled.load(Ordering::Relaxed) && self.must_wait(state) {
             self.update_throttle(state);
         }
-        state.pending_bytes += added;
         if state.pending_bytes >= WRITE_AHEAD_BYTES {
             self.work.notify_one();
         }
         result
     }
 
-    /// Whether the log is more than four checkpoint intervals beyond the last completed
-    /// checkpoint (writers then wait in `admit`).
-    fn too_far_ahead(&self, state: &State) -> bool {
+    /// Whether writes must wait in `admit`: the log is more than four checkpoint intervals
+    /// beyond the last completed checkpoint, or more than `MAX_QUEUED_BYTES` wait for the
+    /// writer.
+    fn must_wait(&self, state: &State) -> bool {
         state.end.saturating_sub(state.checkpoint.lsn) > 4 * self.config.checkpoint_bytes
+            || state.pending_bytes > MAX_QUEUED_BYTES
     }
 
     fn update_throttle(&self, state: &State) {
         self.throttled
-            .store(self.too_far_ahead(state), Ordering::Release);
+            .store(self.must_wait(state), Ordering::Release);
     }
 
     /// Appends `frame`, encoded at position 0 of generation 0 with payload checksum
@@ -548,6 +557,10 @@ impl Inner {
             let mut chunks = std::mem::take(&mut state.sealed);
             chunks.extend(state.open.take());
             state.pending_bytes = 0;
+            if self.throttled.load(Ordering::Relaxed) {
+                // Writers waiting for the queue to drain go on (they are woken below).
+                self.update_throttle(&state);
+            }
             let target = state.end;
             if sync {
                 state.eventual_deadline = None;
