@@ -77,6 +77,11 @@ impl KeyCounts {
         self.trees.lock().entry(root).or_default().clone()
     }
 
+    /// The count of the tree whose root is page `root`, if kept and known.
+    pub(crate) fn get(&self, root: u64) -> Option<u64> {
+        self.trees.lock().get(&root)?.get()
+    }
+
     /// The count of a tree just created at `root`: empty.
     pub(crate) fn created(&self, root: u64) -> Arc<KeyCount> {
         let count = Arc::new(KeyCount::known(0));

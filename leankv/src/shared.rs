@@ -103,7 +103,7 @@ impl<P: Policy> DbShared<P> {
         let mut entry = Vec::new();
         let mut updates = Vec::new();
         for (name, root) in self.catalog_roots()? {
-            let Some(keys) = self.key_counts.of(root).get() else {
+            let Some(keys) = self.key_counts.get(root) else {
                 continue;
             };
             let saved = crate::db::encode_catalog_entry(root, keys);

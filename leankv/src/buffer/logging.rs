@@ -42,7 +42,7 @@ impl<P: Policy> BufferManager<P> {
         keys: &AtomicU64,
     ) -> u64 {
         let Some(log) = &self.log else {
-            keys.fetch_add(op.key_delta() as u64, Ordering::Relaxed);
+            op.count_keys(keys);
             return 0;
         };
         let page_id = self.frame(frame).page_id();

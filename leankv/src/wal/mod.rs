@@ -250,10 +250,7 @@ impl Log {
             }
             self.inner
                 .append_encoded(&mut state, frame, payload_checksum);
-            let delta = change.op.key_delta();
-            if delta != 0 {
-                keys.fetch_add(delta as u64, Ordering::Relaxed);
-            }
+            change.op.count_keys(keys);
             state.end
         })
     }

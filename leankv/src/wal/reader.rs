@@ -203,8 +203,6 @@ fn tail_of(bytes: &[u8], file: usize, end: u64) -> Tail {
 mod tests {
     use super::*;
     use crate::io::MemoryStorage;
-    use crate::wal::{Log, LogConfig, LogEnd, Tail};
-    use std::time::Duration;
 
     /// A log with a checkpoint and `commits` synced commit records, shut down.
     fn written_log(commits: u64) -> ([Arc<dyn Storage>; 2], LogPosition) {
@@ -212,22 +210,7 @@ mod tests {
             Arc::new(MemoryStorage::new()),
             Arc::new(MemoryStorage::new()),
         ];
-        let config = LogConfig {
-            eventual_delay: Duration::from_millis(10),
-            checkpoint_bytes: 1 << 20,
-        };
-        let end = LogEnd {
-            file: 0,
-            offset: 0,
-            lsn: 4096,
-            tail: Tail::default(),
-        };
-        let previous = LogPosition {
-            file: 1,
-            offset: 0,
-            lsn: 4096,
-        };
-        let log = Log::start(files.clone(), config, end, previous, 1).unwrap();
+        let log = crate::wal::tests::new_log(files.clone(), 1 << 20);
         let start = log.begin_checkpoint(1, &[], Vec::new);
         for batch in 1..=commits {
             let (_, end) = log.append(|writer, _| writer.commit(batch));

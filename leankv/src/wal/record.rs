@@ -34,6 +34,8 @@
 //! end][len][bytes]` and, in a batch (before tag 3), the range's old bytes; then the before
 //! value (`[len][bytes]`) if tagged 2, then the image.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// Bytes of a frame header.
 pub(crate) const FRAME_HEADER: usize = 24;
 /// Frames start at multiples of this.
@@ -188,13 +190,14 @@ impl<'a> LeafOp<'a> {
         }
     }
 
-    /// How the operation changes its tree's key count.
-    pub(crate) fn key_delta(&self) -> i64 {
+    /// Changes its tree's key count `keys` as the operation does (most change nothing, and
+    /// touch no shared cache line then).
+    pub(crate) fn count_keys(&self, keys: &AtomicU64) {
         match self {
-            LeafOp::Put { added: true, .. } => 1,
-            LeafOp::Put { added: false, .. } | LeafOp::Patch { .. } => 0,
-            LeafOp::Remove { .. } => -1,
-        }
+            LeafOp::Put { added: true, .. } => keys.fetch_add(1, Ordering::Relaxed),
+            LeafOp::Remove { .. } => keys.fetch_sub(1, Ordering::Relaxed),
+            LeafOp::Put { added: false, .. } | LeafOp::Patch { .. } => return,
+        };
     }
 }
 

@@ -61,14 +61,12 @@ impl Storage for Gated {
     }
 }
 
-#[test]
-fn writes_wait_while_the_writer_falls_behind() {
-    let gated = Arc::new(Gated::default());
-    let files: [Arc<dyn Storage>; 2] = [gated.clone(), Arc::new(MemoryStorage::new())];
+/// A new log over `files` (starting in file 0 at LSN 4096) checkpointing every
+/// `checkpoint_bytes`.
+pub(super) fn new_log(files: [Arc<dyn Storage>; 2], checkpoint_bytes: u64) -> Log {
     let config = LogConfig {
         eventual_delay: Duration::from_millis(10),
-        // Far more than the test appends: only the queue may make writes wait.
-        checkpoint_bytes: 1 << 40,
+        checkpoint_bytes,
     };
     let end = LogEnd {
         file: 0,
@@ -81,7 +79,15 @@ fn writes_wait_while_the_writer_falls_behind() {
         offset: 0,
         lsn: 4096,
     };
-    let log = Log::start(files, config, end, previous, 1).unwrap();
+    Log::start(files, config, end, previous, 1).unwrap()
+}
+
+#[test]
+fn writes_wait_while_the_writer_falls_behind() {
+    let gated = Arc::new(Gated::default());
+    let files: [Arc<dyn Storage>; 2] = [gated.clone(), Arc::new(MemoryStorage::new())];
+    // A checkpoint interval far above what the test appends: only the queue makes writes wait.
+    let log = new_log(files, 1 << 40);
     let _unblock = OpenOnDrop(&gated);
     // Records of ~1 MiB each (a checkpoint record with a long free list), twice the bound.
     let free: Vec<u64> = (1..=128 * 1024).collect();
