@@ -7,14 +7,21 @@
 //! it. Single operations (`Tree::insert`, `Tree::remove`) are batches of one whose record is
 //! their own commit.
 //!
-//! Invariant: while a checkpoint begins, no batch is between its first change and its commit
-//! (the batch gate), so every batch that a checkpoint's recovery must roll back lies entirely
-//! after that checkpoint's record.
+//! A range removal (`Tree::remove_range`) is committed the same way, by a commit record after
+//! its steps, but a crash before it is rolled forward instead of back: its start record names
+//! the range, and recovery finishes it from where its last step reached.
+//!
+//! Invariant: while a checkpoint begins, no batch or range removal is between its first change
+//! and its commit (the batch gate), so every batch that a checkpoint's recovery must roll back,
+//! and every removal it must finish, lies entirely after that checkpoint's record.
 
+use crate::btree::BTree;
 use crate::buffer::policy::Policy;
 use crate::error::{Error, Result};
 use crate::shared::DbShared;
 use crate::tree::Tree;
+use crate::wal::RangeRemoval;
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// When a commit is durable: it survives a crash (of the process or of the machine).
@@ -203,4 +210,51 @@ fn roll_back<P: Policy>(done: &[BatchOp<P>], replaced: Vec<Option<Vec<u8>>>, bat
             return;
         }
     }
+}
+
+/// Removes the keys of `tree` from `start` to `end` (a range that is not empty) as one atomic
+/// commit (see the module notes); returns how many it removed and the end of its commit record
+/// (0 without a log).
+pub(crate) fn remove_range<P: Policy>(
+    db: &DbShared<P>,
+    tree: &BTree<P>,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+) -> Result<(u64, u64)> {
+    let Some(log) = db.bm.log() else {
+        let removed = tree.remove_range(start, end.as_ref().map(Vec::as_slice), 0)?;
+        return Ok((removed, 0));
+    };
+    log.admit();
+    let _gate = db.batch_gate.read();
+    let removal = RangeRemoval {
+        removal: log.next_batch(),
+        tree: tree.root_page_id(),
+        start,
+        end,
+    };
+    log.append(|writer, _| writer.range_removal(&removal));
+    finish_range_removal(db, tree, removal)
+}
+
+/// Runs range removal `removal`, whose start record is in the log, to its end and commits it:
+/// the rest of [`remove_range`], and recovery's roll forward.
+pub(crate) fn finish_range_removal<P: Policy>(
+    db: &DbShared<P>,
+    tree: &BTree<P>,
+    removal: RangeRemoval,
+) -> Result<(u64, u64)> {
+    let log = db
+        .bm
+        .log()
+        .expect("range removals are logged only with a log");
+    let RangeRemoval {
+        removal,
+        start,
+        end,
+        ..
+    } = removal;
+    let removed = tree.remove_range(start, end.as_ref().map(Vec::as_slice), removal)?;
+    let ((), end) = log.append(|writer, _| _ = writer.commit(removal));
+    Ok((removed, end))
 }

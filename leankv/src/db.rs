@@ -90,6 +90,8 @@ pub struct RecoveryStats {
     pub pages: u64,
     /// Batches without a commit record, rolled back.
     pub batches_rolled_back: u64,
+    /// Range removals without a commit record, finished.
+    pub range_removals_finished: u64,
     /// Time from the start of the open to the end of recovery.
     pub duration: std::time::Duration,
 }

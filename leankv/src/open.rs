@@ -5,7 +5,8 @@
 //! superblock names (after a clean close that is one checkpoint record and nothing to redo).
 //! Redo rebuilds the pages and the page allocation ([`crate::recovery`]); then the database
 //! opens on them, frees the roots of trees whose creation a crash cut short, rolls back the
-//! batches that never committed through ordinary logged operations, and takes a checkpoint.
+//! batches that never committed through ordinary logged operations, finishes the range
+//! removals that never committed, and takes a checkpoint.
 //! A crash at any point of this is recovered the same way at the next open.
 //!
 //! Invariants: nothing is appended to the log before the generation of this life is above
@@ -23,7 +24,7 @@ use crate::key_count::KeyCounts;
 use crate::options::Options;
 use crate::recovery::{self, Restore, Undo};
 use crate::shared::DbShared;
-use crate::wal::{read_log, Log, LogConfig, LogEnd, LogPosition, Tail, MAX_LSN};
+use crate::wal::{read_log, Log, LogConfig, LogEnd, LogPosition, RangeRemoval, Tail, MAX_LSN};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -64,6 +65,7 @@ impl Files {
 struct Unfinished {
     undo: Vec<Undo>,
     new_trees: Vec<u64>,
+    range_removals: Vec<RangeRemoval>,
 }
 
 pub(crate) fn open<P: Policy>(
@@ -128,12 +130,14 @@ pub(crate) fn open<P: Policy>(
             recovery_stats.records = read.records.len() as u64;
             recovery_stats.pages = redone.pages as u64;
             recovery_stats.batches_rolled_back = redone.batches_rolled_back as u64;
+            recovery_stats.range_removals_finished = redone.range_removals.len() as u64;
             recovery_stats.duration = started.elapsed();
             let generation = next_generation(sb.generation.max(read.generation))?;
             let log = Log::start(logs, log_config, read.end, start, generation)?;
             unfinished = Unfinished {
                 undo: redone.undo,
                 new_trees: redone.new_trees,
+                range_removals: redone.range_removals,
             };
             let key_counts = KeyCounts::recovered(redone.key_counts);
             (
@@ -270,10 +274,13 @@ fn fresh_log(
     Log::start(logs, config, end, previous, generation)
 }
 
-/// Frees the roots of trees created without a surviving catalog entry, then rolls back the
-/// batches that never committed.
+/// Frees the roots of trees created without a surviving catalog entry, rolls back the
+/// batches that never committed, then finishes the range removals that never committed.
 fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished) -> Result<()> {
-    if unfinished.undo.is_empty() && unfinished.new_trees.is_empty() {
+    if unfinished.undo.is_empty()
+        && unfinished.new_trees.is_empty()
+        && unfinished.range_removals.is_empty()
+    {
         return Ok(());
     }
     let mut roots = HashMap::new();
@@ -288,21 +295,22 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
     }
     let mut trees: HashMap<u64, Arc<BTree<P>>> = HashMap::new();
     trees.insert(catalog.root_page_id(), catalog.clone());
-    for undo in unfinished.undo {
-        let tree = match trees.get(&undo.tree) {
-            Some(tree) => tree.clone(),
-            None => {
-                let Some(name) = roots.get(&undo.tree) else {
-                    return Err(Error::corruption(
-                        undo.tree,
-                        "write-ahead log: a batch changed a tree the catalog does not name",
-                    ));
-                };
-                let tree = crate::db::open_named_tree(shared, name)?;
-                trees.insert(undo.tree, tree.clone());
-                tree
-            }
+    let mut tree_of = |root: u64| -> Result<Arc<BTree<P>>> {
+        if let Some(tree) = trees.get(&root) {
+            return Ok(tree.clone());
+        }
+        let Some(name) = roots.get(&root) else {
+            return Err(Error::corruption(
+                root,
+                "write-ahead log: a change to a tree the catalog does not name",
+            ));
         };
+        let tree = crate::db::open_named_tree(shared, name)?;
+        trees.insert(root, tree.clone());
+        Ok(tree)
+    };
+    for undo in unfinished.undo {
+        let tree = tree_of(undo.tree)?;
         match &undo.before {
             Restore::Value(value) => {
                 tree.insert(&undo.key, value, 0)?;
@@ -331,6 +339,10 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
                 }
             }
         }
+    }
+    for removal in unfinished.range_removals {
+        let tree = tree_of(removal.tree)?;
+        crate::batch::finish_range_removal(shared, &tree, removal)?;
     }
     Ok(())
 }

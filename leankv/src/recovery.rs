@@ -15,15 +15,23 @@
 //! key came later (which then stands). The undo runs as ordinary logged operations after open,
 //! so a crash during it is recovered like any other.
 //!
+//! **Range removals roll forward.** A range removal's steps free leaves whole, which cannot be
+//! undone key by key; instead, one whose `Commit` did not survive is finished after open, from
+//! where its last surviving step reached (it holds the batch gate, so no checkpoint lies
+//! between its start and its commit). A change of an uncommitted batch to a key that a later
+//! step removed is not undone: the removal came after it.
+//!
 //! Invariant: every image is checked as a node before use; a record that cannot be applied is a
 //! typed corruption error naming the page, never a panic and never silently skipped.
 
+use crate::btree::beyond;
 use crate::btree::redo::{check_image, redo_patch, redo_put, redo_remove, redo_split};
 use crate::error::{Error, Result};
 use crate::io::page as page_format;
 use crate::io::{AlignedBuf, Storage};
-use crate::wal::{Before, Record, Split};
+use crate::wal::{Before, RangeRemoval, RangeStep, Record, Split};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ops::Bound;
 
 /// A change to roll back: restore `key` of the tree with root page `tree` as `before` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +64,8 @@ pub(crate) struct Redone {
     pub(crate) batches_rolled_back: usize,
     /// Every tree's key count by root page id (`None`: the log kept none).
     pub(crate) key_counts: Option<HashMap<u64, u64>>,
+    /// Range removals to finish (after the undo), each from where its steps reached.
+    pub(crate) range_removals: Vec<RangeRemoval>,
 }
 
 /// Replays `records` (from a checkpoint record on) onto the page file in `storage`.
@@ -71,6 +81,8 @@ pub(crate) fn redo(
     let mut batches = HashSet::new();
     let mut new_trees = Vec::new();
     let mut key_counts: Option<HashMap<u64, u64>> = None;
+    // Range removals begun since the checkpoint, by id; `start` moves with their steps.
+    let mut removals: HashMap<u64, RangeRemoval> = HashMap::new();
     for (end_lsn, record) in records {
         match record {
             Record::Checkpoint {
@@ -91,7 +103,11 @@ pub(crate) fn redo(
                 images,
                 freed,
                 new_tree,
+                step,
             } => {
+                if let Some(step) = step {
+                    redo_range_step(&mut removals, key_counts.as_mut(), step)?;
+                }
                 if *new_tree {
                     new_trees.push(images[0].0);
                     if let Some(counts) = &mut key_counts {
@@ -155,8 +171,14 @@ pub(crate) fn redo(
                 free.remove(&split.left);
                 page_count = page_count.max(split.left + 1);
             }
+            Record::RangeRemoval(removal) => {
+                if removals.insert(removal.removal, removal.clone()).is_some() {
+                    return Err(log_damage(removal.tree, "a range removal begun twice"));
+                }
+            }
             Record::Commit { batch } => {
                 committed.insert(*batch);
+                removals.remove(batch);
             }
             Record::SyncMark { .. } => {}
         }
@@ -191,7 +213,56 @@ pub(crate) fn redo(
         pages: ids.len(),
         batches_rolled_back: incomplete.len(),
         key_counts,
+        range_removals: removals.into_values().collect(),
     })
+}
+
+/// Applies a range step's bookkeeping: its keys leave the tree's count and its removal goes on
+/// after the key the step reached (or is finished, when that is the end of its range).
+fn redo_range_step(
+    removals: &mut HashMap<u64, RangeRemoval>,
+    key_counts: Option<&mut HashMap<u64, u64>>,
+    step: &RangeStep,
+) -> Result<()> {
+    let Some(removal) = removals.get_mut(&step.removal) else {
+        return Err(log_damage(
+            step.tree,
+            "a range step without its removal's start",
+        ));
+    };
+    if removal.tree != step.tree {
+        return Err(log_damage(step.tree, "a range step of another tree"));
+    }
+    if let Some(counts) = key_counts {
+        if let Some(keys) = counts.get_mut(&step.tree) {
+            match keys.checked_sub(step.keys) {
+                Some(left) => *keys = left,
+                None => _ = counts.remove(&step.tree),
+            }
+        }
+    }
+    match &step.through {
+        Some(key) if !beyond(key, removal.end.as_ref().map(Vec::as_slice)) => {
+            removal.start = Bound::Excluded(key.clone());
+        }
+        _ => _ = removals.remove(&step.removal),
+    }
+    Ok(())
+}
+
+/// Whether the step (of a removal ending at `end`) removed `key`.
+fn step_covers(step: &RangeStep, end: Bound<&Vec<u8>>, key: &[u8]) -> bool {
+    let after_from = match &step.from {
+        Bound::Unbounded => true,
+        Bound::Included(from) => key >= from.as_slice(),
+        Bound::Excluded(from) => key > from.as_slice(),
+    };
+    let before_end = match end {
+        Bound::Unbounded => true,
+        Bound::Included(end) => key <= end.as_slice(),
+        Bound::Excluded(end) => key < end.as_slice(),
+    };
+    after_from && before_end && step.through.as_ref().is_none_or(|through| key <= through)
 }
 
 /// A page id from the log must name a page a file can hold (so `page_id + 1` cannot
@@ -329,12 +400,39 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
             }
         }
     }
+    // Range steps, with their removal's end, by position: each is a committed change to every
+    // key it covers.
+    let mut ends = HashMap::new();
+    let mut steps = Vec::new();
+    for (index, (_, record)) in records.iter().enumerate() {
+        match record {
+            Record::RangeRemoval(removal) => _ = ends.insert(removal.removal, &removal.end),
+            Record::Structure {
+                step: Some(step), ..
+            } => {
+                if let Some(end) = ends.get(&step.removal) {
+                    steps.push((index, step, end.as_ref()));
+                }
+            }
+            _ => {}
+        }
+    }
+    let removed_later = |index: usize, tree: u64, key: &[u8]| {
+        steps
+            .iter()
+            .rev()
+            .take_while(|(at, ..)| *at > index)
+            .any(|(_, step, end)| step.tree == tree && step_covers(step, *end, key))
+    };
     let mut undo = Vec::new();
     for (index, (_, record)) in records.iter().enumerate().rev() {
         let Some((tree, batch, key, before)) = leaf_change_of(record) else {
             continue;
         };
-        if !incomplete.contains(&batch) || last_committed[&(tree, key)] > index {
+        if !incomplete.contains(&batch)
+            || last_committed[&(tree, key)] > index
+            || removed_later(index, tree, key)
+        {
             continue;
         }
         let before = match before {

@@ -10,7 +10,7 @@ use crate::range::{Cursor, Range};
 use crate::shared::{DbShared, TreeHandle};
 use std::cell::RefCell;
 use std::fmt;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 /// A named, ordered key-value tree. Cheap to clone; `Send + Sync`.
@@ -325,6 +325,63 @@ impl<P: Policy> Tree<P> {
             db.durability,
         )?;
         Ok(removed.is_some())
+    }
+
+    /// Removes every key in `range` and returns how many there were: one atomic commit, durable
+    /// as the database's [`Durability`](crate::Durability) says (after a crash the whole range
+    /// is removed or none of it).
+    ///
+    /// Leaves wholly inside the range are cut out of the tree a parent at a time and their
+    /// pages freed, so the cost grows with the leaves, not with the keys; only the two leaves
+    /// at the range's ends lose keys one by one. Leaves not in memory are read to count their
+    /// keys. Bounds longer than [`Db::max_key_size`](crate::Db::max_key_size) are refused with
+    /// [`Error::KeyTooLarge`]; an empty range removes nothing.
+    ///
+    /// Like a batch, the removal is not isolated: a concurrent reader may see part of the range
+    /// removed, and a key inserted into the range while the removal runs stays if the removal
+    /// had passed its place. Checkpoints wait for a running removal.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let events = db.open_tree("events")?;
+    /// for n in 0u32..10_000 {
+    ///     events.insert(n.to_be_bytes(), b"payload")?;
+    /// }
+    /// let removed = events.remove_range(1_000u32.to_be_bytes()..9_000u32.to_be_bytes())?;
+    /// assert_eq!((removed, events.len()?), (8_000, 2_000));
+    /// assert_eq!(events.remove_range::<&[u8], _>(..)?, 2_000);
+    /// assert!(events.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remove_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<u64> {
+        let owned = |bound: Bound<&K>| -> Result<Bound<Vec<u8>>> {
+            Ok(match bound {
+                Bound::Unbounded => Bound::Unbounded,
+                Bound::Included(key) => {
+                    self.check_key(key.as_ref())?;
+                    Bound::Included(key.as_ref().to_vec())
+                }
+                Bound::Excluded(key) => {
+                    self.check_key(key.as_ref())?;
+                    Bound::Excluded(key.as_ref().to_vec())
+                }
+            })
+        };
+        let (start, end) = (owned(range.start_bound())?, owned(range.end_bound())?);
+        let empty = match (&start, &end) {
+            (Bound::Included(start), Bound::Included(end)) => start > end,
+            (Bound::Included(start) | Bound::Excluded(start), Bound::Excluded(end))
+            | (Bound::Excluded(start), Bound::Included(end)) => start >= end,
+            _ => false,
+        };
+        if empty {
+            return Ok(0);
+        }
+        let db = &self.handle.db;
+        let (removed, lsn) = crate::batch::remove_range(db, &self.handle.tree, start, end)?;
+        db.commit_durability(lsn, db.durability)?;
+        Ok(removed)
     }
 
     /// The pairs whose keys lie in `range`, in ascending key order.

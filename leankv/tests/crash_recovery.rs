@@ -5,7 +5,8 @@
 //! prefix of the commit order:
 //!
 //! * no shorter than the last commit acknowledged under `Durability::Immediate`;
-//! * so no batch is partly present and no value appears that was never written;
+//! * so no batch or range removal is partly present and no value appears that was never
+//!   written;
 //! * and `check_integrity` finds nothing wrong.
 //!
 //! `LEANKV_CRASHES` sets the number of crash scenarios (default 120 in CI; the closing notes'
@@ -31,9 +32,38 @@ fn options() -> Options {
 /// One change of a commit: put (`Some`) or remove (`None`).
 type Change = (Vec<u8>, Option<Vec<u8>>);
 
+/// One commit: a batch of changes, or the removal of the keys from one key up to another.
+enum Commit {
+    Batch(Vec<Change>),
+    RemoveRange(Vec<u8>, Vec<u8>),
+}
+
 fn open(dir: &Path, files: [Arc<dyn Storage>; 3]) -> leankv::Result<Db> {
     let [pages, wal0, wal1] = files;
     Db::open_with_files(dir, options(), pages, [wal0, wal1])
+}
+
+/// `LEANKV_CRASHES`, or `default` crash scenarios.
+fn scenarios(default: u64) -> u64 {
+    std::env::var("LEANKV_CRASHES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A new database on the storages of a new crash simulator.
+fn open_simulated(dir: &Path) -> (CrashSimulator, Db) {
+    let sim = CrashSimulator::new();
+    let files = FILES.map(|name| sim.storage(name) as Arc<dyn Storage>);
+    let db = open(dir, files).unwrap();
+    (sim, db)
+}
+
+/// Opens the database as the crash of `sim` left it (recovering it).
+fn recover_and_open(sim: &CrashSimulator, dir: &Path, seed: u64) -> Db {
+    let recovered = sim.recover(seed);
+    let files = FILES.map(|name| recovered.storage(name) as Arc<dyn Storage>);
+    open(dir, files).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"))
 }
 
 fn key(rng: &mut fastrand::Rng) -> Vec<u8> {
@@ -56,11 +86,22 @@ fn value(rng: &mut fastrand::Rng, key: &[u8], commit: usize) -> Vec<u8> {
 /// Runs a random workload until the armed crash (or its end); returns the commits attempted
 /// in order and how many of them at least must survive (up to the last acknowledged
 /// `Immediate` one).
-fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Vec<Change>>, usize) {
+fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Commit>, usize) {
     let tree = db.open_tree("t").unwrap();
     let mut commits = Vec::new();
     let mut must_survive = 0;
     for commit in 0..rng.usize(50..800) {
+        if rng.u8(0..30) == 0 {
+            // Up to a fifth of the keys, committed as the database's default (`Eventual`).
+            let first = rng.u32(0..2000);
+            let start = format!("key{first:04}").into_bytes();
+            let end = format!("key{:04}", first + rng.u32(1..400)).into_bytes();
+            commits.push(Commit::RemoveRange(start.clone(), end.clone()));
+            if tree.remove_range(start..end).is_err() {
+                break; // the crash
+            }
+            continue;
+        }
         let size = if rng.u8(0..3) == 0 {
             rng.usize(2..6)
         } else {
@@ -85,7 +126,7 @@ fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Vec<Change>>, usize) {
                 None => batch.remove(&tree, key),
             }
         }
-        commits.push(changes);
+        commits.push(Commit::Batch(changes));
         match db.write_with(batch, durability) {
             Ok(()) if durability == Durability::Immediate => must_survive = commits.len(),
             Ok(()) => {}
@@ -97,19 +138,25 @@ fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Vec<Change>>, usize) {
 
 /// The prefix of `commits` whose state the database holds, if any at least `must_survive`
 /// long.
-fn matching_prefix(db: &Db, commits: &[Vec<Change>], must_survive: usize) -> Option<usize> {
+fn matching_prefix(db: &Db, commits: &[Commit], must_survive: usize) -> Option<usize> {
     let tree = db.open_tree("t").unwrap();
     let stored: BTreeMap<Vec<u8>, Vec<u8>> = tree.iter().map(Result::unwrap).collect();
     let mut model = BTreeMap::new();
     let mut matched = None;
     for prefix in 0..=commits.len() {
-        if prefix > 0 {
-            for (key, value) in &commits[prefix - 1] {
-                match value {
-                    Some(value) => model.insert(key.clone(), value.clone()),
-                    None => model.remove(key),
-                };
+        match prefix.checked_sub(1).map(|last| &commits[last]) {
+            Some(Commit::Batch(changes)) => {
+                for (key, value) in changes {
+                    match value {
+                        Some(value) => model.insert(key.clone(), value.clone()),
+                        None => model.remove(key),
+                    };
+                }
             }
+            Some(Commit::RemoveRange(start, end)) => {
+                model.retain(|key: &Vec<u8>, _| !(start..end).contains(&key));
+            }
+            None => {}
         }
         if prefix >= must_survive && model == stored {
             matched = Some(prefix);
@@ -120,17 +167,13 @@ fn matching_prefix(db: &Db, commits: &[Vec<Change>], must_survive: usize) -> Opt
 
 #[test]
 fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
-    let scenarios: u64 = std::env::var("LEANKV_CRASHES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(120);
+    let scenarios = scenarios(120);
     let (mut crashes, mut torn, mut rolled_back, mut recovered_pages) = (0u64, 0u64, 0u64, 0u64);
+    let mut removals_finished = 0;
     for seed in 0..scenarios {
         let dir = tempfile::tempdir().unwrap();
         let mut rng = fastrand::Rng::with_seed(seed);
-        let sim = CrashSimulator::new();
-        let files = FILES.map(|name| sim.storage(name) as Arc<dyn Storage>);
-        let db = open(dir.path(), files).unwrap();
+        let (sim, db) = open_simulated(dir.path());
         sim.crash_after(rng.u64(5..1500));
         let (commits, must_survive) = workload(&mut rng, &db);
         sim.crash();
@@ -158,6 +201,7 @@ fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
             .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
         let stats = db.stats().recovery;
         rolled_back += stats.batches_rolled_back;
+        removals_finished += stats.range_removals_finished;
         recovered_pages += stats.pages;
         let prefix = matching_prefix(&db, &commits, must_survive);
         assert!(
@@ -173,8 +217,54 @@ fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
         check_key_count(&open(dir.path(), files).unwrap(), seed);
     }
     eprintln!(
-        "{scenarios} scenarios, {crashes} crashes, {torn} torn writes, {rolled_back} batches rolled back, {recovered_pages} pages rebuilt from the log"
+        "{scenarios} scenarios, {crashes} crashes, {torn} torn writes, {rolled_back} batches rolled back, {removals_finished} range removals finished, {recovered_pages} pages rebuilt from the log"
     );
+}
+
+/// A large range removal crashed at a random I/O: after recovery the range is entirely there
+/// (its start never became durable) or entirely gone (finished by recovery if need be), never
+/// partly; the rest of the tree is intact and counted exactly.
+#[test]
+fn a_range_removal_crashed_midway_is_finished_or_absent() {
+    let scenarios = scenarios(120) / 4;
+    let name = |n: u32| format!("key{n:05}").into_bytes();
+    let (mut finished, mut absent, mut removed) = (0, 0, 0);
+    for seed in 0..scenarios {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let (sim, db) = open_simulated(dir.path());
+        let tree = db.open_tree("t").unwrap();
+        for n in 0..6_000 {
+            tree.insert(name(n), value(&mut rng, &name(n), 0)).unwrap();
+        }
+        db.flush().unwrap();
+        // The removal itself does few writes (its log, and pages evicted); the flush many.
+        sim.crash_after(rng.u64(0..30));
+        let done = tree.remove_range(name(500)..name(5_500)).is_ok() && db.flush().is_ok();
+        sim.crash();
+        drop(tree);
+        drop(db);
+        let db = recover_and_open(&sim, dir.path(), seed);
+        finished += db.stats().recovery.range_removals_finished;
+        let tree = db.open_tree("t").unwrap();
+        let keys: Vec<Vec<u8>> = tree.iter().map(|item| item.unwrap().0).collect();
+        let all: Vec<Vec<u8>> = (0..6_000).map(name).collect();
+        let outside: Vec<Vec<u8>> = (0..500).chain(5_500..6_000).map(name).collect();
+        if keys == all {
+            assert!(!done, "seed {seed}: a flushed removal is lost");
+            absent += 1;
+        } else {
+            assert_eq!(keys, outside, "seed {seed}: the range is partly there");
+            removed += 1;
+        }
+        assert_eq!(tree.len().unwrap(), keys.len() as u64, "seed {seed}");
+        let report = db.check_integrity().unwrap();
+        assert!(report.is_ok(), "seed {seed}: {report}");
+        drop(tree);
+        db.close().unwrap();
+    }
+    eprintln!("{scenarios} crashed removals: {removed} removed ({finished} finished by recovery), {absent} absent");
+    assert!(finished > 0, "no crash fell inside a removal");
 }
 
 /// Batches of three threads over one key range, crashed at a random point: every value read
@@ -184,15 +274,10 @@ fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
 /// log's, which the test cannot see; the marker check holds for any order.)
 #[test]
 fn concurrent_batches_are_all_or_nothing_after_a_crash() {
-    let scenarios: u64 = std::env::var("LEANKV_CRASHES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .map_or(40, |n: u64| n / 4);
+    let scenarios = scenarios(160) / 4;
     for seed in 0..scenarios {
         let dir = tempfile::tempdir().unwrap();
-        let sim = CrashSimulator::new();
-        let files = FILES.map(|name| sim.storage(name) as Arc<dyn Storage>);
-        let db = open(dir.path(), files).unwrap();
+        let (sim, db) = open_simulated(dir.path());
         let tree = db.open_tree("t").unwrap();
         sim.crash_after(fastrand::Rng::with_seed(seed).u64(20..3000));
         let acknowledged: Vec<Vec<String>> = std::thread::scope(|scope| {
@@ -234,10 +319,7 @@ fn concurrent_batches_are_all_or_nothing_after_a_crash() {
         sim.crash();
         drop(tree);
         drop(db);
-        let recovered = sim.recover(seed);
-        let files = FILES.map(|name| recovered.storage(name) as Arc<dyn Storage>);
-        let db =
-            open(dir.path(), files).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
+        let db = recover_and_open(&sim, dir.path(), seed);
         let tree = db.open_tree("t").unwrap();
         let stored = common::text_contents(&tree);
         for (key, value) in &stored {

@@ -51,6 +51,44 @@ fn check_range<P: Policy>(
     assert_eq!(visited, expected);
 }
 
+/// Removes a range of up to a few hundred key numbers (about 1% of the keys), with random
+/// inclusive and exclusive ends, sometimes open at one end within the keys of one number.
+fn remove_range<P: Policy>(
+    tree: &leankv::ablations::Tree<P>,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut fastrand::Rng,
+) {
+    let number = rng.u32(..40_000);
+    let low = format!("k{number:06}").into_bytes();
+    let high = format!("k{:06}", number + rng.u32(..400)).into_bytes();
+    let bounds = match rng.u8(..5) {
+        0 => (Bound::Included(low), Bound::Excluded(high)),
+        1 => (Bound::Excluded(low), Bound::Included(high)),
+        2 => (Bound::Included(low), Bound::Included(high)),
+        3 => (Bound::Excluded(low), Bound::Excluded(high)),
+        _ => {
+            // Within the keys of one number: "k000123" < "k000123x" < ... < "k000124".
+            let mut after = low.clone();
+            after.extend(b"x".repeat(rng.usize(..24)));
+            (Bound::Excluded(after), Bound::Excluded(high))
+        }
+    };
+    let expected: Vec<Vec<u8>> = if matches!((&bounds.0, &bounds.1),
+        (Bound::Excluded(a), Bound::Excluded(b)) if a >= b)
+    {
+        Vec::new()
+    } else {
+        model
+            .range(bounds.clone())
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    assert_eq!(tree.remove_range(bounds).unwrap(), expected.len() as u64);
+    for key in expected {
+        model.remove(&key);
+    }
+}
+
 /// A compare-and-swap expecting the current value half the time, another value otherwise;
 /// a quarter of them remove.
 fn compare_and_swap<P: Policy>(
@@ -133,6 +171,7 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
                         None => model.remove(&key),
                     };
                 }
+                10 if op % 50 == 1 => remove_range(&tree, &mut model, &mut rng),
                 _ if op % 20 == 0 => {
                     check_range(&tree, &model, &mut rng);
                     assert_eq!(tree.len().unwrap(), model.len() as u64);

@@ -1,10 +1,11 @@
-//! A real kill -9 loop over the file storage: a child process writes with two threads (single
-//! inserts with `Durability::Immediate` and `Eventual`, and atomic batches that insert two keys
-//! and remove one of the previous batch), the parent kills it with SIGKILL at a random moment,
-//! reopens (recovery), and checks against what the child had acknowledged:
+//! A real kill -9 loop over the file storage: a child process writes with three threads (single
+//! inserts with `Durability::Immediate` and `Eventual`, atomic batches that insert two keys
+//! and remove one of the previous batch, and rounds that insert a few hundred keys in one batch
+//! and then remove them with one `remove_range`), the parent kills it with SIGKILL at a random
+//! moment, reopens (recovery), and checks against what the child had acknowledged:
 //!
 //! * every commit acknowledged under `Immediate` is present;
-//! * no batch is partly present;
+//! * no batch and no range removal is partly present;
 //! * every value read is one the child wrote for that key;
 //! * `check_integrity` finds nothing.
 //!
@@ -25,6 +26,9 @@ use std::time::Duration;
 const CHILD_DIR: &str = "LEANKV_TEST_KILL_DIR";
 const CHILD_CYCLE: &str = "LEANKV_TEST_KILL_CYCLE";
 const ACKS: &str = "acks.log";
+/// Keys of the range rounds: `range:{cycle}:{round}:{index}`.
+const RANGE_KEYS: &str = "range:";
+const KEYS_PER_ROUND: usize = 300;
 
 fn options() -> Options {
     common::small(96).checkpoint_every(1 << 20)
@@ -45,6 +49,23 @@ fn child(dir: &Path, cycle: u64) -> ! {
         .open(dir.join(ACKS))
         .unwrap();
     std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for round in 0u64.. {
+                let prefix = format!("{RANGE_KEYS}{cycle}:{round}:");
+                (&log)
+                    .write_all(format!("attempt range {prefix}\n").as_bytes())
+                    .unwrap();
+                let mut writes = WriteBatch::new();
+                for index in 0..KEYS_PER_ROUND {
+                    writes.insert(&tree, format!("{prefix}{index:03}"), value(&prefix, 0));
+                }
+                db.write(writes).unwrap();
+                let removed = tree
+                    .remove_range(prefix.clone()..format!("{prefix}~"))
+                    .unwrap();
+                assert_eq!(removed, KEYS_PER_ROUND as u64);
+            }
+        });
         for thread in 0..2u64 {
             let (tree, db, log) = (&tree, &db, &log);
             scope.spawn(move || {
@@ -95,6 +116,8 @@ struct Model {
     /// Batches attempted (with the batch whose key they remove), and acknowledged.
     batches: BTreeMap<String, String>,
     batches_acknowledged: HashSet<String>,
+    /// Range rounds attempted.
+    range_rounds: usize,
 }
 
 impl Model {
@@ -117,6 +140,7 @@ impl Model {
                 ["ack", "batch", batch] => {
                     model.batches_acknowledged.insert(batch.into());
                 }
+                ["attempt", "range", _] => model.range_rounds += 1,
                 _ => {} // a line the kill cut short
             }
         }
@@ -138,7 +162,21 @@ fn check(dir: &Path, cycle: u64) {
     let db = Db::open(dir, options()).unwrap_or_else(|e| panic!("cycle {cycle}: open: {e}"));
     let tree = db.open_tree("t").unwrap();
     let stored = common::text_contents(&tree);
-    for (key, bytes) in &stored {
+    // Range rounds: every key of a round, or none.
+    let mut rounds: HashMap<&str, usize> = HashMap::new();
+    for key in stored.keys().filter(|key| key.starts_with(RANGE_KEYS)) {
+        *rounds.entry(key.rsplit_once(':').unwrap().0).or_default() += 1;
+    }
+    for (round, keys) in &rounds {
+        assert_eq!(
+            *keys, KEYS_PER_ROUND,
+            "cycle {cycle}: round {round} partly present"
+        );
+    }
+    for (key, bytes) in stored
+        .iter()
+        .filter(|(key, _)| !key.starts_with(RANGE_KEYS))
+    {
         if let Some((batch, index)) = key.rsplit_once('-') {
             assert!(
                 model.batches.contains_key(batch),
@@ -201,8 +239,10 @@ fn check(dir: &Path, cycle: u64) {
     let report = db.check_integrity().unwrap();
     assert!(report.is_ok(), "cycle {cycle}: {report}");
     eprintln!(
-        "cycle {cycle}: {} keys, {} acknowledged puts, {} batches ({} acknowledged); {:?}",
+        "cycle {cycle}: {} keys ({} of {} range rounds), {} acknowledged puts, {} batches ({} acknowledged); {:?}",
         stored.len(),
+        rounds.len(),
+        model.range_rounds,
         model.acknowledged.len(),
         model.batches.len(),
         model.batches_acknowledged.len(),

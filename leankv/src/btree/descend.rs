@@ -182,7 +182,19 @@ impl<P: Policy> BTree<P> {
         level: u16,
         mode: LatchMode,
     ) -> Attempt<(FrameId, ExclusiveGuard<'_>)> {
-        match self.descend(key, Bound::AtLeast, level, mode, Intent::Write)? {
+        self.descend_exclusive_to(key, Bound::AtLeast, level, mode)
+    }
+
+    /// The node at `level` that a search for `key` with `bound` leads to, latched
+    /// exclusively.
+    pub(super) fn descend_exclusive_to(
+        &self,
+        key: &[u8],
+        bound: Bound,
+        level: u16,
+        mode: LatchMode,
+    ) -> Attempt<(FrameId, ExclusiveGuard<'_>)> {
+        match self.descend(key, bound, level, mode, Intent::Write)? {
             Held::Optimistic { frame, version } => {
                 let guard = self.bm.frame(frame).latch.try_upgrade(version)?;
                 Ok((frame, guard))

@@ -20,8 +20,9 @@
 //! The rooms: this file holds the tree handle (creation, opening, the root and its handles) and
 //! the page kinds it registers with the buffer manager; [`descend`] the descents and reads,
 //! [`insert`] inserts, updates and splits (planned by [`split`]), [`remove`] removals and
-//! merges, [`conditional`] compare-and-swap and read-modify-write, [`scan`] range scans; [`node`] the node format (reading, validating, writing) and
-//! [`check`] the integrity checker over a whole tree on disk.
+//! merges, [`remove_range`] range removals, [`conditional`] compare-and-swap and
+//! read-modify-write, [`scan`] range scans; [`node`] the node format (reading, validating,
+//! writing) and [`check`] the integrity checker over a whole tree on disk.
 
 pub(crate) mod check;
 mod conditional;
@@ -30,11 +31,13 @@ mod insert;
 pub(crate) mod node;
 pub(crate) mod redo;
 mod remove;
+mod remove_range;
 mod scan;
 mod split;
 
 pub(crate) use conditional::Decision;
 use descend::ParentAndChild;
+pub(crate) use remove_range::beyond;
 pub(crate) use scan::{LeafBatch, ScanFrom};
 
 use crate::buffer::policy::Policy;
@@ -45,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::io::page::PageType;
 use crate::key_count::{KeyCount, KeyCounts};
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
-use crate::wal::{BeforeRef, ChangedRanges, LeafOp};
+use crate::wal::{BeforeRef, ChangedRanges, LeafOp, RangeStep};
 use node::{entry_size, Bound, Node, NodeMut};
 use split::{Incoming, Separator, SplitPlan};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};

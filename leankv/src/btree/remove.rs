@@ -89,7 +89,7 @@ impl<P: Policy> BTree<P> {
 
     /// Merges the underfull node in `frame` and, while that leaves its parent underfull, the
     /// parent too; collapses a root left with a single child.
-    fn merge_upwards(&self, mut frame: FrameId, key: &[u8]) -> Result<()> {
+    pub(super) fn merge_upwards(&self, mut frame: FrameId, key: &[u8]) -> Result<()> {
         for _ in 0..MAX_DEPTH {
             match self.bm.run(|mode| self.merge(frame, key, mode))? {
                 Some(parent) if parent == self.root() => {
@@ -212,20 +212,20 @@ impl<P: Policy> BTree<P> {
     }
 
     /// If the root is an inner node with a single (swizzled) child, pulls that child's
-    /// contents into the root, lowering the tree by one level.
-    pub(super) fn collapse_root(&self) -> Attempt<()> {
+    /// contents into the root, lowering the tree by one level; returns whether it did.
+    pub(super) fn collapse_root(&self) -> Attempt<bool> {
         let mut guard = self.bm.frame(self.root()).latch.lock_exclusive();
         let root = self.node(self.root());
         if root.is_leaf() || root.count() > 0 {
-            return Ok(());
+            return Ok(false);
         }
         let word = root.child_word(0);
         let Some(SwipTarget::Frame(child)) = self.bm.child(word) else {
-            return Ok(());
+            return Ok(false);
         };
         let child_guard = self.bm.frame(child).latch.lock_exclusive();
         if !self.bm.holds(child, word) {
-            return Ok(());
+            return Ok(false);
         }
         let child_node = self.node(child);
         NodeMut::new(self.bm.page_mut(self.root(), &mut guard)).rebuild(
@@ -240,6 +240,6 @@ impl<P: Policy> BTree<P> {
         self.bm
             .log_structure(&mut [(self.root(), &mut guard)], &[child]);
         self.bm.delete_page(child, child_guard);
-        Ok(())
+        Ok(true)
     }
 }

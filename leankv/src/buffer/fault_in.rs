@@ -7,6 +7,7 @@
 //! its structure and (when it becomes hot) its place under its parent were checked.
 
 use super::policy::Policy;
+use super::translation::TranslationShard;
 use super::*;
 
 impl<P: Policy> BufferManager<P> {
@@ -51,21 +52,7 @@ impl<P: Policy> BufferManager<P> {
                 .map_err(|reason| Error::corruption(page_id, reason))?;
             stage.remove(&self.pool, frame, page_id);
             drop(stage);
-            let header = self.frame(frame);
-            if header.cooling_epoch.load(Ordering::Relaxed) != 0 {
-                self.count(Counter::CoolingHits, 1);
-            }
-            header.set_parent(Some(parent));
-            header.set_state(FrameState::Hot);
-            match shard.as_mut() {
-                Some(shard) => {
-                    shard.insert(page_id, frame);
-                }
-                None => self
-                    .page_mut(parent, &mut guard)
-                    .set_swip(offset, Swip::swizzled(frame)),
-            }
-            self.made_hot(frame);
+            self.warm_up(parent, &mut guard, offset, frame, page_id, shard.as_mut());
             return Ok(());
         }
         if let Some(read) = stage.in_flight(page_id) {
@@ -84,6 +71,78 @@ impl<P: Policy> BufferManager<P> {
         let read = stage.start_read(page_id);
         drop((stage, shard, guard));
         self.complete_read(page_id, &read)
+    }
+
+    /// Makes the page `page_id` in `frame`, just taken out of the cooling stage, hot under the
+    /// exclusively latched `parent`: swizzles the swip at `offset` (or, without swizzling,
+    /// enters the page in the translation `shard`).
+    fn warm_up(
+        &self,
+        parent: FrameId,
+        guard: &mut ExclusiveGuard<'_>,
+        offset: usize,
+        frame: FrameId,
+        page_id: u64,
+        shard: Option<&mut TranslationShard<'_>>,
+    ) {
+        let header = self.frame(frame);
+        if header.cooling_epoch.load(Ordering::Relaxed) != 0 {
+            self.count(Counter::CoolingHits, 1);
+        }
+        header.set_parent(Some(parent));
+        header.set_state(FrameState::Hot);
+        match shard {
+            Some(shard) => {
+                shard.insert(page_id, frame);
+            }
+            None => self
+                .page_mut(parent, guard)
+                .set_swip(offset, Swip::swizzled(frame)),
+        }
+        self.made_hot(frame);
+    }
+
+    /// The child `page_id` at swip `offset` of the exclusively latched `parent`, if it is in
+    /// memory: hot already, or in the cooling stage (then made hot). `None` if it must be read
+    /// (or is being read). A cooling page that does not fit its place is corruption.
+    pub(crate) fn child_in_memory(
+        &self,
+        parent: FrameId,
+        guard: &mut ExclusiveGuard<'_>,
+        offset: usize,
+        word: u64,
+    ) -> Attempt<Option<FrameId>> {
+        let page_id = match self.child(word) {
+            Some(SwipTarget::Frame(frame)) => return Ok(Some(frame)),
+            Some(SwipTarget::Page(page_id)) => page_id,
+            None => {
+                return Err(Restart::Corrupt {
+                    page_id: self.frame(parent).page_id(),
+                    reason: "malformed child reference",
+                })
+            }
+        };
+        let mut shard = (!P::SWIZZLING).then(|| self.translation.shard(page_id));
+        if shard
+            .as_ref()
+            .is_some_and(|shard| shard.contains_key(&page_id))
+        {
+            return Ok(None);
+        }
+        let mut stage = self.cooling.lock();
+        let Some(frame) = stage.lookup(page_id) else {
+            return Ok(None);
+        };
+        if self.check_child(parent, offset, frame).is_err() {
+            return Err(Restart::Corrupt {
+                page_id,
+                reason: "a cooling page does not fit its place under its parent",
+            });
+        }
+        stage.remove(&self.pool, frame, page_id);
+        drop(stage);
+        self.warm_up(parent, guard, offset, frame, page_id, shard.as_mut());
+        Ok(Some(frame))
     }
 
     /// Performs the read registered as `read`: loads the page into the cooling stage (where

@@ -19,8 +19,8 @@
 
 use super::policy::Policy;
 use super::*;
-use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, Split};
-use std::sync::atomic::AtomicU64;
+use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, RangeStep, Split};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 impl<P: Policy> BufferManager<P> {
     pub(crate) fn log(&self) -> Option<&Arc<Log>> {
@@ -75,7 +75,25 @@ impl<P: Policy> BufferManager<P> {
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
     ) {
-        self.log_structure_record(changed, freed, false, None);
+        self.log_structure_record(changed, freed, Shape::Images, None);
+    }
+
+    /// Logs a step of a range removal as one record: `step`, the images of the pages in
+    /// `changed` and the ids of the pages in `freed` (all latched exclusively by the caller,
+    /// the freed ones deleted by it afterwards). The tree's key count `keys` loses `step.keys`
+    /// as the record is appended (or at once, without a log).
+    pub(crate) fn log_range_step(
+        &self,
+        changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
+        freed: &[FrameId],
+        step: &RangeStep,
+        keys: &AtomicU64,
+    ) {
+        if self.log.is_none() {
+            keys.fetch_sub(step.keys, Ordering::Relaxed);
+            return;
+        }
+        self.log_structure_record(changed, freed, Shape::RangeStep(step), Some(keys));
     }
 
     /// Logs a node split: `changed` holds the new page with the left part, the node split
@@ -99,12 +117,12 @@ impl<P: Policy> BufferManager<P> {
             right_start,
             separator: separator.to_vec(),
         };
-        self.log_structure_record(changed, &[], false, Some(split));
+        self.log_structure_record(changed, &[], Shape::Split(split), None);
     }
 
     /// Logs the creation of a tree whose root (new, latched by `guard`) is in `frame`.
     pub(crate) fn log_new_tree(&self, frame: FrameId, guard: &mut ExclusiveGuard<'_>) {
-        self.log_structure_record(&mut [(frame, guard)], &[], true, None);
+        self.log_structure_record(&mut [(frame, guard)], &[], Shape::NewTree, None);
     }
 
     /// Frees `page_id`, which nothing references any more, by a record of its own (recovery
@@ -116,18 +134,21 @@ impl<P: Policy> BufferManager<P> {
         let mut ids = self.page_ids.lock();
         ids.free_unreferenced(page_id);
         log.append(|writer, _| {
-            writer.structure::<FrameId>(&[], &[page_id], false, self.page_size(), |_, _| (0, 0))
+            writer.structure::<FrameId>(&[], &[page_id], false, None, self.page_size(), |_, _| {
+                (0, 0)
+            })
         });
     }
 
-    /// Logs a structural change: as `split` (logical) if given and recovery will hold every
-    /// changed page but the first, else as the images of all changed pages.
+    /// Logs a structural change as `shape` says: a split logically if recovery will hold
+    /// every changed page but the first, else (and every other shape) with the images of all
+    /// changed pages. A range step's keys leave the count `keys` under the log's mutex.
     fn log_structure_record(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
-        new_tree: bool,
-        split: Option<Split>,
+        shape: Shape<'_>,
+        keys: Option<&AtomicU64>,
     ) {
         let Some(log) = &self.log else {
             return;
@@ -142,22 +163,34 @@ impl<P: Policy> BufferManager<P> {
             .map(|(frame, _)| (self.frame(*frame).page_id(), *frame))
             .collect();
         // The oldest change among the pages a logical split needs recovery to hold.
-        let oldest_needed = changed[1..]
+        let oldest_needed = changed
+            .get(1..)
+            .unwrap_or_default()
             .iter()
             .map(|(frame, _)| page_format::lsn(self.page(*frame).all()))
             .min()
             .unwrap_or(0);
         let ((), end) = log.append(|writer, image_threshold| {
-            match split.filter(|_| oldest_needed > image_threshold) {
-                Some(split) => writer.split(&split),
-                None => writer.structure(
-                    &pages,
-                    &freed_ids,
-                    new_tree,
-                    self.page_size(),
-                    |frame, image| self.copy_for_log(frame, image),
-                ),
+            let (new_tree, step) = match shape {
+                Shape::Split(split) if oldest_needed > image_threshold => {
+                    writer.split(&split);
+                    return;
+                }
+                Shape::Split(_) | Shape::Images => (false, None),
+                Shape::NewTree => (true, None),
+                Shape::RangeStep(step) => (false, Some(step)),
             };
+            writer.structure(
+                &pages,
+                &freed_ids,
+                new_tree,
+                step,
+                self.page_size(),
+                |frame, image| self.copy_for_log(frame, image),
+            );
+            if let (Some(step), Some(keys)) = (step, keys) {
+                keys.fetch_sub(step.keys, Ordering::Relaxed);
+            }
         });
         for (page_id, _) in &pages {
             ids.logged(*page_id);
@@ -198,4 +231,16 @@ impl<P: Policy> BufferManager<P> {
             .and_then(|kind| kind.free_gap)
             .map_or((0, 0), |free_gap| free_gap(page))
     }
+}
+
+/// What a structural record says besides the images and freed ids.
+enum Shape<'a> {
+    /// Nothing: the images say it all.
+    Images,
+    /// A split, logged logically when recovery will hold the pages it changes.
+    Split(Split),
+    /// The creation of a tree.
+    NewTree,
+    /// A step of a range removal.
+    RangeStep(&'a RangeStep),
 }

@@ -11,6 +11,9 @@ use rustc_hash::FxHashMap;
 
 const SHARDS: usize = 64;
 
+/// One shard of the table, locked.
+pub(crate) type TranslationShard<'a> = MutexGuard<'a, FxHashMap<u64, FrameId>>;
+
 pub(crate) struct TranslationTable {
     shards: Vec<Mutex<FxHashMap<u64, FrameId>>>,
 }
@@ -28,7 +31,7 @@ impl TranslationTable {
     }
 
     /// The shard that holds `page_id`, locked.
-    pub(crate) fn shard(&self, page_id: u64) -> MutexGuard<'_, FxHashMap<u64, FrameId>> {
+    pub(crate) fn shard(&self, page_id: u64) -> TranslationShard<'_> {
         let hash = page_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
         self.shards[hash as usize % SHARDS].lock()
     }

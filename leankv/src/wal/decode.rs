@@ -4,6 +4,7 @@
 //! never panics on any input.
 
 use super::record::*;
+use std::ops::Bound;
 
 /// A frame's header, decoded (not yet checked against its payload).
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +71,33 @@ impl FrameHeader {
                     key_counts,
                 }
             }
-            KIND_STRUCTURE | KIND_NEW_TREE => {
+            KIND_RANGE_REMOVAL => Record::RangeRemoval(RangeRemoval {
+                removal: reader.u64()?,
+                tree: reader.u64()?,
+                start: reader.key_bound()?,
+                end: reader.key_bound()?,
+            }),
+            KIND_STRUCTURE | KIND_NEW_TREE | KIND_RANGE_STEP => {
+                let step = if self.kind == KIND_RANGE_STEP {
+                    let (removal, tree, keys) = (reader.u64()?, reader.u64()?, reader.u64()?);
+                    let from = reader.key_bound()?;
+                    let through = match reader.key_bound()? {
+                        Bound::Unbounded => None,
+                        Bound::Included(key) => Some(key),
+                        Bound::Excluded(_) => {
+                            return Err("a range step through an excluded key".into())
+                        }
+                    };
+                    Some(RangeStep {
+                        removal,
+                        tree,
+                        keys,
+                        from,
+                        through,
+                    })
+                } else {
+                    None
+                };
                 let count = reader.u32()?;
                 let mut images = Vec::new();
                 for _ in 0..count {
@@ -90,6 +117,7 @@ impl FrameHeader {
                     images,
                     freed,
                     new_tree,
+                    step,
                 }
             }
             KIND_PUT | KIND_REMOVE | KIND_PATCH => reader.leaf(self.kind)?,
@@ -207,6 +235,16 @@ impl Reader<'_> {
     fn bytes_with_len(&mut self) -> Result<Vec<u8>, String> {
         let len = self.length()?;
         Ok(self.take(len)?.to_vec())
+    }
+
+    /// A key bound as `record::key_bound` wrote it.
+    fn key_bound(&mut self) -> Result<Bound<Vec<u8>>, String> {
+        Ok(match self.u8()? {
+            BOUND_UNBOUNDED => Bound::Unbounded,
+            BOUND_INCLUDED => Bound::Included(self.bytes_with_len()?),
+            BOUND_EXCLUDED => Bound::Excluded(self.bytes_with_len()?),
+            other => return Err(format!("unknown key bound tag {other}")),
+        })
     }
 
     /// A leaf record's payload (see the format in `record`).
@@ -341,11 +379,18 @@ mod tests {
         let (mut out, mut scratch) = (Vec::new(), Vec::new());
         let mut writer = writer(&mut out, &mut scratch);
         writer.checkpoint(10, &[3, 5], &[(1, 4), (300, 0)]);
-        writer.structure(&[(7, 0xabu8), (8, 0xcd)], &[5], false, 64, |byte, page| {
-            page.fill(byte);
-            page[10..20].fill(0);
-            (10, 10) // the gap is left out and comes back zeroed
-        });
+        writer.structure(
+            &[(7, 0xabu8), (8, 0xcd)],
+            &[5],
+            false,
+            None,
+            64,
+            |byte, page| {
+                page.fill(byte);
+                page[10..20].fill(0);
+                (10, 10) // the gap is left out and comes back zeroed
+            },
+        );
         let change = |batch, op, before| LeafChange {
             page_id: 7,
             tree: 1,
@@ -424,6 +469,7 @@ mod tests {
                 images: vec![(7, gapped(0xab)), (8, gapped(0xcd))],
                 freed: vec![5],
                 new_tree: false,
+                step: None,
             }
         );
         assert_eq!(
@@ -455,6 +501,64 @@ mod tests {
                 "flip at {position} missed"
             );
         }
+    }
+
+    #[test]
+    fn range_removals_and_their_steps_roundtrip() {
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        let mut writer = writer(&mut out, &mut scratch);
+        let removal = RangeRemoval {
+            removal: 1 << 33,
+            tree: 12,
+            start: Bound::Excluded(b"a".to_vec()),
+            end: Bound::Unbounded,
+        };
+        writer.range_removal(&removal);
+        let step = RangeStep {
+            removal: 1 << 33,
+            tree: 12,
+            keys: 700,
+            from: Bound::Included(Vec::new()),
+            through: Some(b"m".to_vec()),
+        };
+        writer.structure(
+            &[(7, 0xabu8)],
+            &[5, 6],
+            false,
+            Some(&step),
+            64,
+            |byte, page| {
+                page.fill(byte);
+                page[10..20].fill(0);
+                (10, 10)
+            },
+        );
+        let last = RangeStep {
+            through: None,
+            from: Bound::Excluded(b"m".to_vec()),
+            ..step.clone()
+        };
+        writer.structure::<u8>(&[], &[], false, Some(&last), 64, |_, _| (0, 0));
+        let records = decode_all(&out, 4096);
+        assert_eq!(records[0].1, Record::RangeRemoval(removal));
+        assert_eq!(
+            records[1].1,
+            Record::Structure {
+                images: vec![(7, gapped(0xab))],
+                freed: vec![5, 6],
+                new_tree: false,
+                step: Some(step),
+            }
+        );
+        assert_eq!(
+            records[2].1,
+            Record::Structure {
+                images: Vec::new(),
+                freed: Vec::new(),
+                new_tree: false,
+                step: Some(last),
+            }
+        );
     }
 
     #[test]

@@ -29,7 +29,8 @@ mod tests;
 
 pub(crate) use reader::{read_log, LogEnd};
 pub(crate) use record::{
-    Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, Record, Split,
+    Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, RangeRemoval,
+    RangeStep, Record, Split,
 };
 
 use record::{stamp, FRAME_HEADER};

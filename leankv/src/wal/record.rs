@@ -24,7 +24,12 @@
 //!   checkpoint began, so recovery holds both): the node, the new page taking its left part
 //!   (entries `..left_count`), where its right part starts, the separator, and the parent
 //!   that takes the separator with the new page as its left child;
-//! * `Commit`: a batch is complete;
+//! * `RangeRemoval`: a range removal begins (its id, tree and bounds); it is committed by the
+//!   `Commit` of its id, and recovery finishes one that was not (roll forward);
+//! * `RangeStep`: a structural record of a range removal: the images and freed ids as in
+//!   `Structure`, preceded by the removal's id, tree, the keys the freed leaves held, where the
+//!   step started and the key it reached (its leaves removed everything up to it);
+//! * `Commit`: a batch (or a range removal) is complete;
 //! * `SyncMark`: written with every write of the log, how far the log was durable before it,
 //!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
 //!
@@ -34,6 +39,7 @@
 //! end][len][bytes]` and, in a batch (before tag 3), the range's old bytes; then the before
 //! value (`[len][bytes]`) if tagged 2, then the image.
 
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of a frame header.
@@ -54,6 +60,12 @@ pub(super) const KIND_COMMIT: u8 = 6;
 pub(super) const KIND_NEW_TREE: u8 = 7;
 pub(crate) const KIND_SYNC_MARK: u8 = 8;
 pub(super) const KIND_SPLIT: u8 = 9;
+pub(super) const KIND_RANGE_REMOVAL: u8 = 10;
+pub(super) const KIND_RANGE_STEP: u8 = 11;
+
+pub(super) const BOUND_UNBOUNDED: u8 = 0;
+pub(super) const BOUND_INCLUDED: u8 = 1;
+pub(super) const BOUND_EXCLUDED: u8 = 2;
 
 pub(super) const FLAG_IMAGE: u8 = 1;
 /// A put of a key that was absent: it adds to its tree's key count.
@@ -93,7 +105,10 @@ pub(crate) enum Record {
         /// The record creates a tree whose root is its one image: if the catalog entry that
         /// follows did not survive a crash, recovery frees the root again.
         new_tree: bool,
+        /// The record is a step of a range removal.
+        step: Option<RangeStep>,
     },
+    RangeRemoval(RangeRemoval),
     Put {
         page_id: u64,
         tree: u64,
@@ -146,6 +161,31 @@ pub(crate) struct Split {
     pub(crate) left_count: usize,
     pub(crate) right_start: usize,
     pub(crate) separator: Vec<u8>,
+}
+
+/// The start of a range removal (see `Record::RangeRemoval`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RangeRemoval {
+    /// Its id, unique like a batch id; its `Commit` says it is complete.
+    pub(crate) removal: u64,
+    /// The tree (its root page id).
+    pub(crate) tree: u64,
+    pub(crate) start: Bound<Vec<u8>>,
+    pub(crate) end: Bound<Vec<u8>>,
+}
+
+/// One step of a range removal (see `Record::RangeStep`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RangeStep {
+    pub(crate) removal: u64,
+    pub(crate) tree: u64,
+    /// Keys the pages this step freed or emptied held (each leaves the tree's key count).
+    pub(crate) keys: u64,
+    /// Where the step started.
+    pub(crate) from: Bound<Vec<u8>>,
+    /// Every key of the removal's range up to and including this one is gone (`None`: the
+    /// step reached the end of the key space).
+    pub(crate) through: Option<Vec<u8>>,
 }
 
 /// A leaf operation as the tree hands it to the log (borrowed, encoded in place).
@@ -367,21 +407,35 @@ impl FrameWriter<'_> {
     }
 
     /// A structural change: the images of `pages` (filled by `fill(handle, bytes)`) and the
-    /// freed page ids; `new_tree` marks the creation of a tree (one image, its root).
+    /// freed page ids; `new_tree` marks the creation of a tree (one image, its root), `step`
+    /// a step of a range removal.
     pub(crate) fn structure<T: Copy>(
         &mut self,
         pages: &[(u64, T)],
         freed: &[u64],
         new_tree: bool,
+        step: Option<&RangeStep>,
         page_size: usize,
         fill: impl Fn(T, &mut [u8]) -> (usize, usize),
     ) -> u64 {
-        let kind = if new_tree {
-            KIND_NEW_TREE
-        } else {
-            KIND_STRUCTURE
+        debug_assert!(!(new_tree && step.is_some()));
+        let kind = match (new_tree, step) {
+            (true, _) => KIND_NEW_TREE,
+            (false, Some(_)) => KIND_RANGE_STEP,
+            (false, None) => KIND_STRUCTURE,
         };
         self.frame(kind, |out, scratch| {
+            if let Some(step) = step {
+                for number in [step.removal, step.tree, step.keys] {
+                    out.extend_from_slice(&number.to_le_bytes());
+                }
+                key_bound(out, step.from.as_ref().map(Vec::as_slice));
+                let through = match &step.through {
+                    Some(key) => Bound::Included(key.as_slice()),
+                    None => Bound::Unbounded,
+                };
+                key_bound(out, through);
+            }
             out.extend_from_slice(&(pages.len() as u32).to_le_bytes());
             for &(page_id, handle) in pages {
                 out.extend_from_slice(&page_id.to_le_bytes());
@@ -479,6 +533,16 @@ impl FrameWriter<'_> {
         })
     }
 
+    /// The start of a range removal.
+    pub(crate) fn range_removal(&mut self, removal: &RangeRemoval) -> u64 {
+        self.frame(KIND_RANGE_REMOVAL, |out, _| {
+            out.extend_from_slice(&removal.removal.to_le_bytes());
+            out.extend_from_slice(&removal.tree.to_le_bytes());
+            key_bound(out, removal.start.as_ref().map(Vec::as_slice));
+            key_bound(out, removal.end.as_ref().map(Vec::as_slice));
+        })
+    }
+
     pub(crate) fn sync_mark(&mut self, durable: u64) -> u64 {
         self.frame(KIND_SYNC_MARK, |out, _| {
             out.extend_from_slice(&durable.to_le_bytes())
@@ -505,6 +569,22 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
 fn bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
+}
+
+/// Appends a key bound: `[tag u8: 0 unbounded, 1 included, 2 excluded]` and, if bounded, the
+/// key with its varint length.
+fn key_bound(out: &mut Vec<u8>, bound: Bound<&[u8]>) {
+    match bound {
+        Bound::Unbounded => out.push(BOUND_UNBOUNDED),
+        Bound::Included(key) => {
+            out.push(BOUND_INCLUDED);
+            bytes(out, key);
+        }
+        Bound::Excluded(key) => {
+            out.push(BOUND_EXCLUDED);
+            bytes(out, key);
+        }
+    }
 }
 
 /// Appends a page image: `[page size u32][gap start u32][gap length u32]` and the page's

@@ -107,6 +107,62 @@ fn gen_key(input: &mut Input<'_>, max: usize, model: &Model) -> Vec<u8> {
     }
 }
 
+/// A generated key range and the two keys its ends come from.
+struct GenRange {
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    low: Vec<u8>,
+    high: Vec<u8>,
+}
+
+/// A key range: two generated keys in order, each end included, excluded or open.
+fn gen_bounds(input: &mut Input<'_>, max_key: usize, model: &Model) -> GenRange {
+    let a = gen_key(input, max_key, model);
+    let b = gen_key(input, max_key, model);
+    let (low, high) = if a <= b { (a, b) } else { (b, a) };
+    let start = match input.below(3) {
+        0 => Bound::Included(low.clone()),
+        1 => Bound::Excluded(low.clone()),
+        _ => Bound::Unbounded,
+    };
+    let end = match input.below(3) {
+        0 => Bound::Included(high.clone()),
+        1 => Bound::Excluded(high.clone()),
+        _ => Bound::Unbounded,
+    };
+    GenRange {
+        start,
+        end,
+        low,
+        high,
+    }
+}
+
+impl GenRange {
+    /// The model's pairs in the range (`BTreeMap::range` panics on the empty
+    /// `(Excluded(x), Excluded(x))`).
+    fn in_model<'m>(
+        &self,
+        model: &'m Model,
+    ) -> Box<dyn Iterator<Item = (&'m Vec<u8>, &'m Vec<u8>)> + 'm> {
+        match (&self.start, &self.end) {
+            (Bound::Excluded(x), Bound::Excluded(y)) if x == y => Box::new(std::iter::empty()),
+            _ => Box::new(model.range::<Vec<u8>, _>((self.start.clone(), self.end.clone()))),
+        }
+    }
+
+    /// The range as the case's notes show it: whether each end is excluded, and its key.
+    fn describe(&self) -> String {
+        format!(
+            "{:?} {} .. {:?} {}",
+            matches!(self.start, Bound::Excluded(_)),
+            describe(&self.low),
+            matches!(self.end, Bound::Excluded(_)),
+            describe(&self.high)
+        )
+    }
+}
+
 fn gen_value(input: &mut Input<'_>, max: usize, serial: u64) -> Vec<u8> {
     let len = match input.below(8) {
         0 => 0,
@@ -250,7 +306,7 @@ pub fn run(data: &[u8]) -> CaseResult {
         let t = if input.chance(1, 4) { 1 } else { 0 };
         let (tree, model) = (&trees[t], &mut models[t]);
         let name = TREES[t];
-        let op = input.below(34);
+        let op = input.below(35);
         match op {
             0..=11 | 29..=31 => {
                 let key = if op >= 29 {
@@ -296,40 +352,41 @@ pub fn run(data: &[u8]) -> CaseResult {
                     ));
                 }
             }
+            34 => {
+                let range = gen_bounds(&mut input, max_key, model);
+                let expected: Vec<Vec<u8>> =
+                    range.in_model(model).map(|(key, _)| key.clone()).collect();
+                case.note(format!("{name}.remove_range({})", range.describe()));
+                let removed = tree
+                    .remove_range((range.start, range.end))
+                    .map_err(|e| case.unexpected("remove_range", &e))?;
+                if removed != expected.len() as u64 {
+                    return Err(case.fail(
+                        Kind::Mismatch,
+                        format!(
+                            "remove_range removed {removed}, the model {}",
+                            expected.len()
+                        ),
+                    ));
+                }
+                for key in expected {
+                    model.remove(&key);
+                }
+            }
             20 | 21 | 28 => {
-                let a = gen_key(&mut input, max_key, model);
-                let b = gen_key(&mut input, max_key, model);
-                let (low, high) = if a <= b { (a, b) } else { (b, a) };
-                let start = match input.below(3) {
-                    0 => Bound::Included(low.clone()),
-                    1 => Bound::Excluded(low.clone()),
-                    _ => Bound::Unbounded,
-                };
-                let end = match input.below(3) {
-                    0 => Bound::Included(high.clone()),
-                    1 => Bound::Excluded(high.clone()),
-                    _ => Bound::Unbounded,
-                };
-                let empty_exclusive =
-                    matches!((&start, &end), (Bound::Excluded(x), Bound::Excluded(y)) if x == y);
-                let expected: Vec<(Vec<u8>, Vec<u8>)> = if empty_exclusive {
-                    Vec::new() // BTreeMap::range panics on (Excluded(x), Excluded(x))
-                } else {
-                    model
-                        .range::<Vec<u8>, _>((start.clone(), end.clone()))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                };
+                let range = gen_bounds(&mut input, max_key, model);
+                let expected: Vec<(Vec<u8>, Vec<u8>)> = range
+                    .in_model(model)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 let mut got = Vec::new();
                 let visitor = op == 28;
                 case.note(format!(
-                    "{name}.{}({:?} {} .. {:?} {})",
+                    "{name}.{}({})",
                     if visitor { "scan" } else { "range" },
-                    matches!(start, Bound::Excluded(_)),
-                    describe(&low),
-                    matches!(end, Bound::Excluded(_)),
-                    describe(&high)
+                    range.describe()
                 ));
+                let (start, end) = (range.start, range.end);
                 if visitor {
                     let stop = input.below(expected.len() + 2);
                     tree.scan((start, end), |k, v| {
