@@ -13,6 +13,7 @@ mod engines;
 mod harness;
 mod plot;
 mod plot_cmd;
+mod range_removal;
 mod recovery;
 mod report;
 mod scan;
@@ -99,6 +100,9 @@ enum Command {
     /// then the open that recovers: its wall time, the log it replayed, the log's peak disk
     /// use while running, and an integrity check of the result.
     Recovery(recovery::RecoveryArgs),
+    /// `Tree::remove_range` over most of a large tree next to removing the same keys one by
+    /// one, each on a fresh load: time, pages in use before and after, log written.
+    RemoveRange(range_removal::RangeRemovalArgs),
     /// The TPC-C process `recovery` runs and kills.
     #[command(hide = true)]
     RecoveryChild(recovery::ChildArgs),
@@ -282,6 +286,10 @@ fn main() -> Result<()> {
             publish(&args.common, std::slice::from_ref(&record), None)
         }
         Command::RecoveryChild(args) => recovery::child(&args),
+        Command::RemoveRange(args) => {
+            let records = range_removal::run(&args)?;
+            publish(&args.common, &records, None)
+        }
         Command::Plot(args) => plot_cmd::run(&args),
         Command::Sim(args) => sim::run(&args),
     }
