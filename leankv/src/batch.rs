@@ -9,7 +9,9 @@
 //!
 //! A range removal (`Tree::remove_range`) is committed the same way, by a commit record after
 //! its steps, but a crash before it is rolled forward instead of back: its start record names
-//! the range, and recovery finishes it from where its last step reached.
+//! the range, and recovery finishes it from where its last step reached. Dropping a tree
+//! (`Db::drop_tree`) is a range removal over all its keys that then removes the catalog entry
+//! and frees the root (its last step), rolled forward the same way.
 //!
 //! Invariant: while a checkpoint begins, no batch or range removal is between its first change
 //! and its commit (the batch gate), so every batch that a checkpoint's recovery must roll back,
@@ -151,6 +153,10 @@ pub(crate) fn write<P: Policy>(
         if let Some(value) = &op.value {
             op.tree.check_value(value)?;
         }
+        // A tree dropped later fails its change, which rolls back the ones before.
+        if op.tree.handle.tree.is_dropped() {
+            return Err(Error::TreeDropped);
+        }
     }
     let Some(log) = db.bm.log() else {
         // Without a log there is nothing to be atomic against: apply in order.
@@ -216,7 +222,7 @@ fn roll_back<P: Policy>(done: &[BatchOp<P>], replaced: Vec<Option<Vec<u8>>>, bat
 /// commit (see the module notes); returns how many it removed and the end of its commit record
 /// (0 without a log).
 pub(crate) fn remove_range<P: Policy>(
-    db: &DbShared<P>,
+    db: &Arc<DbShared<P>>,
     tree: &BTree<P>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
@@ -227,20 +233,53 @@ pub(crate) fn remove_range<P: Policy>(
     };
     log.admit();
     let _gate = db.batch_gate.read();
+    // A removal that starts on a dropped tree is never logged (one that loses the race with
+    // `drop_tree` fails at its first step, and recovery forgets it with the tree).
+    if tree.is_dropped() {
+        return Err(Error::TreeDropped);
+    }
     let removal = RangeRemoval {
         removal: log.next_batch(),
         tree: tree.root_page_id(),
         start,
         end,
+        drop: false,
     };
     log.append(|writer, _| writer.range_removal(&removal));
     finish_range_removal(db, tree, removal)
 }
 
+/// Drops `tree` (marked dropped, no operation running on it any more) as one atomic commit:
+/// a range removal of all its keys, then its catalog entry and its root page. Returns the end
+/// of its commit record (0 without a log).
+pub(crate) fn drop_tree<P: Policy>(db: &Arc<DbShared<P>>, tree: &BTree<P>) -> Result<u64> {
+    debug_assert!(tree.is_dropped());
+    let owner = tree.owner_handle();
+    let Some(log) = db.bm.log() else {
+        owner.clear(Bound::Unbounded, 0)?;
+        remove_catalog_entry(db, tree.root_page_id())?;
+        owner.free_root(0)?;
+        db.key_counts.dropped(tree.root_page_id());
+        return Ok(0);
+    };
+    log.admit();
+    let _gate = db.batch_gate.read();
+    let removal = RangeRemoval {
+        removal: log.next_batch(),
+        tree: tree.root_page_id(),
+        start: Bound::Unbounded,
+        end: Bound::Unbounded,
+        drop: true,
+    };
+    log.append(|writer, _| writer.range_removal(&removal));
+    finish_range_removal(db, &owner, removal).map(|(_, end)| end)
+}
+
 /// Runs range removal `removal`, whose start record is in the log, to its end and commits it:
-/// the rest of [`remove_range`], and recovery's roll forward.
+/// the rest of [`remove_range`] and [`drop_tree`], and recovery's roll forward. Returns the
+/// keys removed and the end of the commit record.
 pub(crate) fn finish_range_removal<P: Policy>(
-    db: &DbShared<P>,
+    db: &Arc<DbShared<P>>,
     tree: &BTree<P>,
     removal: RangeRemoval,
 ) -> Result<(u64, u64)> {
@@ -252,9 +291,28 @@ pub(crate) fn finish_range_removal<P: Policy>(
         removal,
         start,
         end,
-        ..
+        drop,
+        tree: root,
     } = removal;
-    let removed = tree.remove_range(start, end.as_ref().map(Vec::as_slice), removal)?;
+    let removed = if drop {
+        let removed = tree.clear(start, removal)?;
+        remove_catalog_entry(db, root)?;
+        tree.free_root(removal)?;
+        db.key_counts.dropped(root);
+        removed
+    } else {
+        tree.remove_range(start, end.as_ref().map(Vec::as_slice), removal)?
+    };
     let ((), end) = log.append(|writer, _| _ = writer.commit(removal));
     Ok((removed, end))
+}
+
+/// Removes the catalog entry naming the tree whose root is page `root`, if there is one.
+fn remove_catalog_entry<P: Policy>(db: &Arc<DbShared<P>>, root: u64) -> Result<()> {
+    for (name, tree_root, _) in crate::db::catalog_entries(db)? {
+        if tree_root == root {
+            db.catalog.remove(name.as_bytes(), 0)?;
+        }
+    }
+    Ok(())
 }

@@ -19,6 +19,7 @@ use crate::open::{self, Files, LOG_FILES, PAGE_FILE};
 use crate::options::Options;
 use crate::shared::DbShared;
 use crate::tree::Tree;
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::path::Path;
@@ -247,6 +248,44 @@ impl<P: Policy> Db<P> {
         Ok(Tree::new(shared.clone(), tree, name.into()))
     }
 
+    /// Drops the tree `name`: removes its keys and its name and frees all its pages, as one
+    /// atomic commit durable as [`Options::durability`] says (after a crash the tree is
+    /// entirely there or entirely gone). Returns whether the tree existed.
+    ///
+    /// Handles to the tree that outlive it fail with [`Error::TreeDropped`]; operations
+    /// running on it when it is dropped either finish first or fail the same way.
+    /// [`open_tree`](Self::open_tree) with the same name creates a new, empty tree. Opening
+    /// other trees waits while a drop runs.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let sessions = db.open_tree("sessions")?;
+    /// sessions.insert("s1", "alice")?;
+    /// assert!(db.drop_tree("sessions")?);
+    /// assert!(matches!(sessions.get("s1"), Err(leankv::Error::TreeDropped)));
+    /// assert!(!db.drop_tree("sessions")?);
+    /// assert!(db.open_tree("sessions")?.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn drop_tree(&self, name: &str) -> Result<bool> {
+        let shared = &self.shared;
+        let mut trees = shared.trees.lock();
+        if name.len() > shared.max_key_size {
+            return Ok(false);
+        }
+        let Some(tree) = named_tree(shared, &mut trees, name)? else {
+            return Ok(false);
+        };
+        tree.mark_dropped();
+        shared.bm.wait_for_running_operations();
+        trees.remove(name);
+        let lsn = crate::batch::drop_tree(shared, &tree)?;
+        drop(trees);
+        shared.commit_durability(lsn, shared.durability)?;
+        Ok(true)
+    }
+
     /// Applies `batch` atomically (see [`WriteBatch`]), durable as the database's
     /// [`Options::durability`] says.
     pub fn write(&self, batch: WriteBatch<P>) -> Result<()> {
@@ -391,37 +430,56 @@ pub(crate) fn open_named_tree<P: Policy>(
     name: &str,
 ) -> Result<Arc<BTree<P>>> {
     let mut trees = shared.trees.lock();
+    if let Some(tree) = named_tree(shared, &mut trees, name)? {
+        return Ok(tree);
+    }
+    shared.admit();
+    let (tree, written) = {
+        // No checkpoint begins between the new root and its catalog entry: recovery frees a
+        // root whose entry a crash lost only if it replays the root's creation.
+        let _gate = shared.batch_gate.read();
+        let tree = BTree::create(&shared.bm, &shared.key_counts)?;
+        let entry = encode_catalog_entry(tree.root_page_id(), 0);
+        let written = shared.catalog.insert(name.as_bytes(), &entry, 0)?;
+        (tree, written)
+    };
+    shared.commit_durability(written.lsn, shared.durability)?;
+    let tree = Arc::new(tree);
+    trees.insert(name.to_string(), tree.clone());
+    Ok(tree)
+}
+
+/// The tree the catalog names `name`, ready for use (opened into `trees`, the locked map of
+/// open trees, if it was not), or `None`.
+fn named_tree<P: Policy>(
+    shared: &DbShared<P>,
+    trees: &mut HashMap<String, Arc<BTree<P>>>,
+    name: &str,
+) -> Result<Option<Arc<BTree<P>>>> {
     if let Some(tree) = trees.get(name) {
         if !tree.has_handles() {
             tree.attach()?;
         }
-        return Ok(tree.clone());
+        return Ok(Some(tree.clone()));
     }
     let mut entry = Vec::new();
-    let tree = if shared.catalog.lookup(name.as_bytes(), &mut entry)? {
-        let corrupt = |reason: String| Error::corruption(shared.catalog.root_page_id(), reason);
-        let (root, _) = decode_catalog_entry(&entry)
-            .ok_or_else(|| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
-        // Two trees on one root would be two copies of one page in the pool.
-        if root == shared.catalog.root_page_id()
-            || trees.values().any(|tree| tree.root_page_id() == root)
-        {
-            return Err(corrupt(format!(
-                "tree {name:?} has the root page {root} of another tree"
-            )));
-        }
-        BTree::open(&shared.bm, root, &shared.key_counts)?
-    } else {
-        shared.admit();
-        let tree = BTree::create(&shared.bm, &shared.key_counts)?;
-        let entry = encode_catalog_entry(tree.root_page_id(), 0);
-        let written = shared.catalog.insert(name.as_bytes(), &entry, 0)?;
-        shared.commit_durability(written.lsn, shared.durability)?;
-        tree
-    };
-    let tree = Arc::new(tree);
+    if !shared.catalog.lookup(name.as_bytes(), &mut entry)? {
+        return Ok(None);
+    }
+    let corrupt = |reason: String| Error::corruption(shared.catalog.root_page_id(), reason);
+    let (root, _) = decode_catalog_entry(&entry)
+        .ok_or_else(|| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
+    // Two trees on one root would be two copies of one page in the pool.
+    if root == shared.catalog.root_page_id()
+        || trees.values().any(|tree| tree.root_page_id() == root)
+    {
+        return Err(corrupt(format!(
+            "tree {name:?} has the root page {root} of another tree"
+        )));
+    }
+    let tree = Arc::new(BTree::open(&shared.bm, root, &shared.key_counts)?);
     trees.insert(name.to_string(), tree.clone());
-    Ok(tree)
+    Ok(Some(tree))
 }
 
 /// A catalog entry's value: the tree's root page id, then its key count as of the last clean

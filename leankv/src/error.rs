@@ -91,6 +91,11 @@ pub enum Error {
     #[error("the database is closed")]
     Closed,
 
+    /// The tree was dropped (`Db::drop_tree`); handles that outlive it return this.
+    /// `Db::open_tree` with the same name creates a new, empty tree.
+    #[error("the tree was dropped")]
+    TreeDropped,
+
     /// No buffer frame could be freed: every frame is pinned by in-flight structure changes.
     /// The pool is too small for this many concurrent threads.
     #[error("buffer pool exhausted: no frame could be evicted ({frames} frames)")]

@@ -89,6 +89,11 @@ impl KeyCounts {
         count
     }
 
+    /// Forgets the count of the tree whose root was page `root`: the tree was dropped.
+    pub(crate) fn dropped(&self, root: u64) {
+        self.trees.lock().remove(&root);
+    }
+
     /// Sets `count` to what a scan of its tree found.
     pub(crate) fn counted_by_scan(&self, count: &KeyCount, keys: u64) {
         count.set_counted(keys);

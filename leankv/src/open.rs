@@ -289,28 +289,38 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
         roots.insert(root, name);
     }
     for root in unfinished.new_trees {
-        if !roots.contains_key(&root) && root != catalog.root_page_id() {
+        // A tree whose drop lost its catalog entry is freed by the drop's roll forward.
+        let dropping = unfinished
+            .range_removals
+            .iter()
+            .any(|removal| removal.drop && removal.tree == root);
+        if !roots.contains_key(&root) && root != catalog.root_page_id() && !dropping {
             shared.bm.free_unreferenced(root);
         }
     }
     let mut trees: HashMap<u64, Arc<BTree<P>>> = HashMap::new();
     trees.insert(catalog.root_page_id(), catalog.clone());
-    let mut tree_of = |root: u64| -> Result<Arc<BTree<P>>> {
+    // The tree with root page `root`, opened by its catalog name (or, for a tree being
+    // dropped, which may have lost its entry already, by its root).
+    let mut tree_of = |root: u64, dropping: bool| -> Result<Arc<BTree<P>>> {
         if let Some(tree) = trees.get(&root) {
             return Ok(tree.clone());
         }
-        let Some(name) = roots.get(&root) else {
-            return Err(Error::corruption(
-                root,
-                "write-ahead log: a change to a tree the catalog does not name",
-            ));
+        let tree = match roots.get(&root) {
+            Some(name) => crate::db::open_named_tree(shared, name)?,
+            None if dropping => Arc::new(BTree::open(&shared.bm, root, &shared.key_counts)?),
+            None => {
+                return Err(Error::corruption(
+                    root,
+                    "write-ahead log: a change to a tree the catalog does not name",
+                ))
+            }
         };
-        let tree = crate::db::open_named_tree(shared, name)?;
         trees.insert(root, tree.clone());
         Ok(tree)
     };
     for undo in unfinished.undo {
-        let tree = tree_of(undo.tree)?;
+        let tree = tree_of(undo.tree, false)?;
         match &undo.before {
             Restore::Value(value) => {
                 tree.insert(&undo.key, value, 0)?;
@@ -341,8 +351,16 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
         }
     }
     for removal in unfinished.range_removals {
-        let tree = tree_of(removal.tree)?;
+        let tree = tree_of(removal.tree, removal.drop)?;
+        let dropped = removal.drop.then_some(removal.tree);
         crate::batch::finish_range_removal(shared, &tree, removal)?;
+        if let Some(root) = dropped {
+            tree.mark_dropped();
+            shared
+                .trees
+                .lock()
+                .retain(|_, tree| tree.root_page_id() != root);
+        }
     }
     Ok(())
 }

@@ -106,7 +106,17 @@ pub(crate) fn redo(
                 step,
             } => {
                 if let Some(step) = step {
-                    redo_range_step(&mut removals, key_counts.as_mut(), step)?;
+                    redo_range_step(&mut removals, key_counts.as_mut(), step, freed)?;
+                }
+                // A freed page is no tree's root: a dropped tree keeps no count, a removal
+                // begun on it before the drop is forgotten with it, and it is no longer a tree
+                // to free if its catalog entry is missing (its id may be in use again by then).
+                new_trees.retain(|root| !freed.contains(root));
+                for page_id in freed {
+                    if let Some(counts) = &mut key_counts {
+                        counts.remove(page_id);
+                    }
+                    removals.retain(|_, removal| removal.tree != *page_id);
                 }
                 if *new_tree {
                     new_trees.push(images[0].0);
@@ -218,11 +228,13 @@ pub(crate) fn redo(
 }
 
 /// Applies a range step's bookkeeping: its keys leave the tree's count and its removal goes on
-/// after the key the step reached (or is finished, when that is the end of its range).
+/// after the key the step reached, or is finished: at the end of its range, or, for a drop,
+/// with the step that frees the tree's root (before it, a drop goes on from the start).
 fn redo_range_step(
     removals: &mut HashMap<u64, RangeRemoval>,
     key_counts: Option<&mut HashMap<u64, u64>>,
     step: &RangeStep,
+    freed: &[u64],
 ) -> Result<()> {
     let Some(removal) = removals.get_mut(&step.removal) else {
         return Err(log_damage(
@@ -242,9 +254,11 @@ fn redo_range_step(
         }
     }
     match &step.through {
+        _ if removal.drop && freed.contains(&step.tree) => _ = removals.remove(&step.removal),
         Some(key) if !beyond(key, removal.end.as_ref().map(Vec::as_slice)) => {
             removal.start = Bound::Excluded(key.clone());
         }
+        _ if removal.drop => removal.start = Bound::Unbounded,
         _ => _ = removals.remove(&step.removal),
     }
     Ok(())
@@ -408,22 +422,27 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
         match record {
             Record::RangeRemoval(removal) => _ = ends.insert(removal.removal, &removal.end),
             Record::Structure {
-                step: Some(step), ..
+                step: Some(step),
+                freed,
+                ..
             } => {
+                // The step that frees its tree's root (a drop) removed every key of the tree.
+                let everything = freed.contains(&step.tree);
                 if let Some(end) = ends.get(&step.removal) {
-                    steps.push((index, step, end.as_ref()));
+                    steps.push((index, step, end.as_ref(), everything));
                 }
             }
             _ => {}
         }
     }
-    let removed_later = |index: usize, tree: u64, key: &[u8]| {
-        steps
-            .iter()
-            .rev()
-            .take_while(|(at, ..)| *at > index)
-            .any(|(_, step, end)| step.tree == tree && step_covers(step, *end, key))
-    };
+    let removed_later =
+        |index: usize, tree: u64, key: &[u8]| {
+            steps.iter().rev().take_while(|(at, ..)| *at > index).any(
+                |(_, step, end, everything)| {
+                    step.tree == tree && (*everything || step_covers(step, *end, key))
+                },
+            )
+        };
     let mut undo = Vec::new();
     for (index, (_, record)) in records.iter().enumerate().rev() {
         let Some((tree, batch, key, before)) = leaf_change_of(record) else {

@@ -64,7 +64,8 @@ impl<P: Policy> DbShared<P> {
             return;
         }
         let _trees = self.trees.lock();
-        if !tree.has_handles() {
+        // A dropped tree's root frame may hold another page by now.
+        if !tree.has_handles() && !tree.is_dropped() {
             tree.detach();
         }
     }

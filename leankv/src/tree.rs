@@ -521,6 +521,9 @@ impl<P: Policy> Tree<P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn len(&self) -> Result<u64> {
+        if self.handle.tree.is_dropped() {
+            return Err(Error::TreeDropped);
+        }
         let count = self.handle.tree.key_count();
         if let Some(keys) = count.get() {
             return Ok(keys);
@@ -536,6 +539,9 @@ impl<P: Policy> Tree<P> {
 
     /// True if the tree holds no key.
     pub fn is_empty(&self) -> Result<bool> {
+        if self.handle.tree.is_dropped() {
+            return Err(Error::TreeDropped);
+        }
         match self.handle.tree.key_count().get() {
             Some(keys) => Ok(keys == 0),
             None => Ok(self.first()?.is_none()),

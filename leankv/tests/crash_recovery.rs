@@ -5,8 +5,8 @@
 //! prefix of the commit order:
 //!
 //! * no shorter than the last commit acknowledged under `Durability::Immediate`;
-//! * so no batch or range removal is partly present and no value appears that was never
-//!   written;
+//! * so no batch, range removal or dropped tree is partly present and no value appears that
+//!   was never written;
 //! * and `check_integrity` finds nothing wrong.
 //!
 //! `LEANKV_CRASHES` sets the number of crash scenarios (default 120 in CI; the closing notes'
@@ -32,10 +32,12 @@ fn options() -> Options {
 /// One change of a commit: put (`Some`) or remove (`None`).
 type Change = (Vec<u8>, Option<Vec<u8>>);
 
-/// One commit: a batch of changes, or the removal of the keys from one key up to another.
+/// One commit: a batch of changes, the removal of the keys from one key up to another, or
+/// dropping the tree (which the next commit creates again, empty).
 enum Commit {
     Batch(Vec<Change>),
     RemoveRange(Vec<u8>, Vec<u8>),
+    DropTree,
 }
 
 fn open(dir: &Path, files: [Arc<dyn Storage>; 3]) -> leankv::Result<Db> {
@@ -87,10 +89,18 @@ fn value(rng: &mut fastrand::Rng, key: &[u8], commit: usize) -> Vec<u8> {
 /// in order and how many of them at least must survive (up to the last acknowledged
 /// `Immediate` one).
 fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Commit>, usize) {
-    let tree = db.open_tree("t").unwrap();
+    let mut tree = db.open_tree("t").unwrap();
     let mut commits = Vec::new();
     let mut must_survive = 0;
     for commit in 0..rng.usize(50..800) {
+        if rng.u16(0..150) == 0 {
+            commits.push(Commit::DropTree);
+            match db.drop_tree("t").and_then(|_| db.open_tree("t")) {
+                Ok(new) => tree = new,
+                Err(_) => break, // the crash
+            }
+            continue;
+        }
         if rng.u8(0..30) == 0 {
             // Up to a fifth of the keys, committed as the database's default (`Eventual`).
             let first = rng.u32(0..2000);
@@ -156,6 +166,7 @@ fn matching_prefix(db: &Db, commits: &[Commit], must_survive: usize) -> Option<u
             Some(Commit::RemoveRange(start, end)) => {
                 model.retain(|key: &Vec<u8>, _| !(start..end).contains(&key));
             }
+            Some(Commit::DropTree) => model.clear(),
             None => {}
         }
         if prefix >= must_survive && model == stored {
@@ -265,6 +276,74 @@ fn a_range_removal_crashed_midway_is_finished_or_absent() {
     }
     eprintln!("{scenarios} crashed removals: {removed} removed ({finished} finished by recovery), {absent} absent");
     assert!(finished > 0, "no crash fell inside a removal");
+}
+
+/// A large tree dropped at a random I/O: after recovery it is entirely there (the drop never
+/// became durable) or entirely gone, its name and its pages (the file holds little more than
+/// the other tree); the other tree is intact.
+#[test]
+fn a_tree_dropped_midway_is_there_or_gone() {
+    let scenarios = scenarios(120) / 4;
+    let (mut gone, mut there, mut finished) = (0, 0, 0);
+    for seed in 0..scenarios {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let (sim, db) = open_simulated(dir.path());
+        let (doomed, kept) = (
+            db.open_tree("doomed").unwrap(),
+            db.open_tree("kept").unwrap(),
+        );
+        for n in 0..6_000u32 {
+            let key = format!("key{n:05}").into_bytes();
+            doomed.insert(&key, value(&mut rng, &key, 0)).unwrap();
+            if n % 10 == 0 {
+                kept.insert(&key, b"kept").unwrap();
+            }
+        }
+        drop(doomed);
+        db.flush().unwrap();
+        let kept_pages = {
+            let report = db.check_integrity().unwrap();
+            report.pages
+        };
+        sim.crash_after(rng.u64(0..30));
+        let done = db.drop_tree("doomed").is_ok() && db.flush().is_ok();
+        sim.crash();
+        drop(kept);
+        drop(db);
+        let db = recover_and_open(&sim, dir.path(), seed);
+        finished += db.stats().recovery.range_removals_finished;
+        let names = db.tree_names().unwrap();
+        if names.contains(&"doomed".to_string()) {
+            assert!(!done, "seed {seed}: a flushed drop is undone");
+            assert_eq!(
+                db.open_tree("doomed").unwrap().iter().count(),
+                6_000,
+                "seed {seed}"
+            );
+            there += 1;
+        } else {
+            let report = db.check_integrity().unwrap();
+            assert!(report.is_ok(), "seed {seed}: {report}");
+            assert!(
+                report.pages < kept_pages / 4,
+                "seed {seed}: {} pages in use after the drop, {kept_pages} before",
+                report.pages
+            );
+            gone += 1;
+        }
+        let kept = db.open_tree("kept").unwrap();
+        assert_eq!(kept.len().unwrap(), 600, "seed {seed}");
+        assert_eq!(kept.iter().count(), 600, "seed {seed}");
+        let report = db.check_integrity().unwrap();
+        assert!(report.is_ok(), "seed {seed}: {report}");
+        drop(kept);
+        db.close().unwrap();
+    }
+    eprintln!(
+        "{scenarios} crashed drops: {gone} gone ({finished} finished by recovery), {there} there"
+    );
+    assert!(finished > 0, "no crash fell inside a drop");
 }
 
 /// Batches of three threads over one key range, crashed at a random point: every value read

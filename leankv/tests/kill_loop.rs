@@ -1,11 +1,12 @@
 //! A real kill -9 loop over the file storage: a child process writes with three threads (single
 //! inserts with `Durability::Immediate` and `Eventual`, atomic batches that insert two keys
 //! and remove one of the previous batch, and rounds that insert a few hundred keys in one batch
-//! and then remove them with one `remove_range`), the parent kills it with SIGKILL at a random
-//! moment, reopens (recovery), and checks against what the child had acknowledged:
+//! and then remove them with one `remove_range` or drop the tree they were put in), the parent
+//! kills it with SIGKILL at a random moment, reopens (recovery), and checks against what the
+//! child had acknowledged:
 //!
 //! * every commit acknowledged under `Immediate` is present;
-//! * no batch and no range removal is partly present;
+//! * no batch, range removal or dropped tree is partly present;
 //! * every value read is one the child wrote for that key;
 //! * `check_integrity` finds nothing.
 //!
@@ -51,19 +52,27 @@ fn child(dir: &Path, cycle: u64) -> ! {
     std::thread::scope(|scope| {
         scope.spawn(|| {
             for round in 0u64.. {
+                // Odd rounds fill a tree of their own and drop it.
                 let prefix = format!("{RANGE_KEYS}{cycle}:{round}:");
+                let round_tree = (round % 2 == 1).then(|| db.open_tree(&prefix).unwrap());
+                let target = round_tree.as_ref().unwrap_or(&tree);
                 (&log)
                     .write_all(format!("attempt range {prefix}\n").as_bytes())
                     .unwrap();
                 let mut writes = WriteBatch::new();
                 for index in 0..KEYS_PER_ROUND {
-                    writes.insert(&tree, format!("{prefix}{index:03}"), value(&prefix, 0));
+                    writes.insert(target, format!("{prefix}{index:03}"), value(&prefix, 0));
                 }
                 db.write(writes).unwrap();
-                let removed = tree
-                    .remove_range(prefix.clone()..format!("{prefix}~"))
-                    .unwrap();
-                assert_eq!(removed, KEYS_PER_ROUND as u64);
+                if round_tree.is_some() {
+                    assert!(db.drop_tree(&prefix).unwrap());
+                } else {
+                    let end = format!("{prefix}~");
+                    assert_eq!(
+                        tree.remove_range(prefix..end).unwrap(),
+                        KEYS_PER_ROUND as u64
+                    );
+                }
             }
         });
         for thread in 0..2u64 {
@@ -172,6 +181,17 @@ fn check(dir: &Path, cycle: u64) {
             *keys, KEYS_PER_ROUND,
             "cycle {cycle}: round {round} partly present"
         );
+    }
+    // Trees of dropping rounds: gone, or there with all their keys or (created, the batch
+    // lost) none.
+    for name in db.tree_names().unwrap() {
+        if name.starts_with(RANGE_KEYS) {
+            let keys = db.open_tree(&name).unwrap().iter().count();
+            assert!(
+                keys == 0 || keys == KEYS_PER_ROUND,
+                "cycle {cycle}: tree {name} holds {keys} keys"
+            );
+        }
     }
     for (key, bytes) in stored
         .iter()

@@ -52,6 +52,7 @@ impl<P: Policy> BTree<P> {
         mode: LatchMode,
         intent: Intent,
     ) -> Attempt<Held<'_>> {
+        self.check_live()?;
         match mode {
             LatchMode::Optimistic => self.descend_optimistic(key, bound, level),
             LatchMode::Pessimistic => self.descend_pessimistic(key, bound, level, intent),

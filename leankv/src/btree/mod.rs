@@ -21,12 +21,14 @@
 //! the page kinds it registers with the buffer manager; [`descend`] the descents and reads,
 //! [`insert`] inserts, updates and splits (planned by [`split`]), [`remove`] removals and
 //! merges, [`remove_range`] range removals, [`conditional`] compare-and-swap and
-//! read-modify-write, [`scan`] range scans; [`node`] the node format (reading, validating,
-//! writing) and [`check`] the integrity checker over a whole tree on disk.
+//! read-modify-write, [`drop`] dropping a tree, [`scan`] range scans; [`node`] the node format
+//! (reading, validating, writing) and [`check`] the integrity checker over a whole tree on
+//! disk.
 
 pub(crate) mod check;
 mod conditional;
 mod descend;
+mod drop;
 mod insert;
 pub(crate) mod node;
 pub(crate) mod redo;
@@ -51,7 +53,7 @@ use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use crate::wal::{BeforeRef, ChangedRanges, LeafOp, RangeStep};
 use node::{entry_size, Bound, Node, NodeMut};
 use split::{Incoming, Separator, SplitPlan};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// What a write did: the end LSN of its log record (0 without a log) and, in a batch, the
@@ -77,6 +79,9 @@ pub(crate) struct BTree<P: Policy> {
     handles: AtomicUsize,
     /// How many keys the tree holds (see `crate::key_count`).
     keys: Arc<KeyCount>,
+    /// Set when the tree is dropped: every descent checks it, inside its operation (see
+    /// [`Self::mark_dropped`]).
+    dropped: AtomicBool,
 }
 
 impl<P: Policy> BTree<P> {
@@ -96,6 +101,7 @@ impl<P: Policy> BTree<P> {
             root_page_id,
             handles: AtomicUsize::new(0),
             keys,
+            dropped: AtomicBool::new(false),
         })
     }
 
@@ -112,12 +118,47 @@ impl<P: Policy> BTree<P> {
             root_page_id,
             handles: AtomicUsize::new(0),
             keys: counts.of(root_page_id),
+            dropped: AtomicBool::new(false),
         })
     }
 
     /// The tree's key count.
     pub(crate) fn key_count(&self) -> &KeyCount {
         &self.keys
+    }
+
+    /// Ends every use of the tree through this handle: operations from now on fail with
+    /// `Error::TreeDropped` (each checks at every descent, inside its operation); once the
+    /// caller has waited for the running ones (`wait_for_running_operations`), none touches
+    /// the tree's pages any more.
+    pub(crate) fn mark_dropped(&self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    /// Fails a descent into a dropped tree.
+    #[inline]
+    fn check_live(&self) -> Attempt<()> {
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(Restart::Dropped);
+        }
+        Ok(())
+    }
+
+    /// A second handle on the same pages that is not marked dropped: how the dropping thread
+    /// empties and frees a tree no one else may use any more.
+    pub(crate) fn owner_handle(&self) -> BTree<P> {
+        BTree {
+            bm: self.bm.clone(),
+            root: AtomicU32::new(self.root()),
+            root_page_id: self.root_page_id,
+            handles: AtomicUsize::new(0),
+            keys: self.keys.clone(),
+            dropped: AtomicBool::new(false),
+        }
     }
 
     fn check_root(page: crate::buffer::PageView<'_>) -> std::result::Result<(), String> {

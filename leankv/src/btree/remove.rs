@@ -214,6 +214,7 @@ impl<P: Policy> BTree<P> {
     /// If the root is an inner node with a single (swizzled) child, pulls that child's
     /// contents into the root, lowering the tree by one level; returns whether it did.
     pub(super) fn collapse_root(&self) -> Attempt<bool> {
+        self.check_live()?;
         let mut guard = self.bm.frame(self.root()).latch.lock_exclusive();
         let root = self.node(self.root());
         if root.is_leaf() || root.count() > 0 {

@@ -120,6 +120,7 @@ impl<P: Policy> BTree<P> {
                 break;
             }
         }
+        self.bm.share_deleted_frames();
         Ok(removed)
     }
 
@@ -397,7 +398,7 @@ impl<P: Policy> BTree<P> {
 
     /// Logs a step of removal `removal` (the pages it changed and freed, the `keys` of the
     /// leaves it cut out), and takes those keys off the tree's count.
-    fn log_progress(
+    pub(super) fn log_progress(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],

@@ -133,6 +133,7 @@ impl<P: Policy> BufferManager<P> {
                 Err(Restart::Corrupt { page_id, reason }) => {
                     return Err(Error::corruption(page_id, reason))
                 }
+                Err(Restart::Dropped) => return Err(Error::TreeDropped),
             }
         }
     }

@@ -71,8 +71,40 @@ impl<P: Policy> BufferManager<P> {
         header.set_dirty(false);
         header.set_parent(None);
         drop(guard);
-        self.page_ids.lock().free_deleted(page_id);
+        // An image of the page copied before the delete may still be on its way to the disk:
+        // were the id handed out and the new page written first, the old image would land over
+        // it. A writer that claims the frame from now on finds no page to write.
+        let mut deferred = self.deleted_while_writing.lock();
+        if header.is_writing() {
+            deferred.push((frame, page_id));
+        } else {
+            drop(deferred);
+            self.page_ids.lock().free_deleted(page_id);
+        }
         self.epochs.retire(frame);
+    }
+
+    /// Frees the ids of pages deleted while being written whose writes have ended (called
+    /// after every write).
+    pub(super) fn free_written_deleted_pages(&self) {
+        let mut deferred = self.deleted_while_writing.lock();
+        if deferred.is_empty() {
+            return;
+        }
+        let mut ids = self.page_ids.lock();
+        deferred.retain(|&(frame, page_id)| {
+            let writing = self.frame(frame).is_writing();
+            if !writing {
+                ids.free_deleted(page_id);
+            }
+            writing
+        });
+    }
+
+    /// Lets every thread's eviction reuse the frames of the pages this thread deleted (after
+    /// deleting many at once).
+    pub(crate) fn share_deleted_frames(&self) {
+        self.epochs.share_retired();
     }
 
     /// Whether `header`'s frame still holds root `page_id` hot (caller holds its latch).

@@ -242,6 +242,19 @@ impl Epochs {
         }
     }
 
+    /// Hands this thread's retired frames to the orphan list, where any thread's eviction
+    /// reclaims them: after deleting many pages at once, so that they do not wait for this
+    /// thread's next allocations.
+    pub(crate) fn share_retired(self: &Arc<Self>) {
+        let mut cache = self.local_slot().retired.lock();
+        self.orphans.lock().extend(cache.drain(..));
+    }
+
+    /// Whether deleted frames wait for the epoch to move on: orphans, or this thread's own.
+    pub(crate) fn retired_waiting(self: &Arc<Self>) -> bool {
+        !self.orphans.lock().is_empty() || !self.local_slot().retired.lock().is_empty()
+    }
+
     /// Takes every orphaned retired frame that is reclaimable under `bound`.
     pub(crate) fn reclaim_orphans(&self, bound: u64) -> Vec<FrameId> {
         let mut orphans = self.orphans.lock();

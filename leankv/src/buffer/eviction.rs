@@ -68,7 +68,10 @@ impl<P: Policy> BufferManager<P> {
             "eviction inside an epoch could wait on itself"
         );
         for round in 0..MAX_EVICTION_ROUNDS {
-            if let Some(frame) = self.pop_free_frame() {
+            if let Some(frame) = self
+                .pop_free_frame()
+                .or_else(|| self.epochs.reuse_retired())
+            {
                 return Ok(frame);
             }
             if !P::EVICTS {
@@ -97,6 +100,11 @@ impl<P: Policy> BufferManager<P> {
         if !reclaimed.is_empty() {
             self.free_frames.lock().extend(reclaimed);
             return Ok(Eviction::Progress);
+        }
+        // Frames deleted in the current epoch become reclaimable only once it moves on, which
+        // cooling does not cause when nothing is left to cool (after many pages were deleted).
+        if self.epochs.retired_waiting() {
+            self.epochs.advance();
         }
         // One refiller at a time, a few batches per call: evictors that each cooled the whole
         // deficit they saw could together cool up to one target per thread (16 threads: more

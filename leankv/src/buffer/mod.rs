@@ -132,6 +132,9 @@ pub(crate) struct BufferManager<P: Policy> {
     /// Held by the one thread that refills the cooling stage (see `evict_batch`).
     cooling_refill: Mutex<()>,
     free_frames: Mutex<Vec<FrameId>>,
+    /// Pages deleted while an image of theirs was being written, with their frames: their ids
+    /// are handed out again only once that write has landed (see `delete_page`).
+    deleted_while_writing: Mutex<Vec<(FrameId, u64)>>,
     /// Frames `fresh..frames` have never been used (and cost no memory yet).
     fresh: AtomicU32,
     page_ids: Mutex<PageIds>,
@@ -195,6 +198,7 @@ impl<P: Policy> BufferManager<P> {
             cooling: Mutex::new(CoolingStage::default()),
             cooling_refill: Mutex::new(()),
             free_frames: Mutex::new(Vec::new()),
+            deleted_while_writing: Mutex::new(Vec::new()),
             fresh: AtomicU32::new(0),
             page_ids: Mutex::new(PageIds::new(page_count, free_pages, log.is_some())),
             kinds: kinds_by_type,
@@ -305,6 +309,18 @@ impl<P: Policy> BufferManager<P> {
             return Ok(()); // the in-memory baselines keep nothing (they never reopen)
         }
         self.flush()
+    }
+
+    /// Returns once every operation that was running when it was called has ended (an epoch
+    /// grace period), so that a flag set before the call is seen by every operation that
+    /// checks it inside from then on. Outside any operation.
+    pub(crate) fn wait_for_running_operations(&self) {
+        debug_assert!(!self.epochs.is_pinned());
+        let started = self.epochs.epoch_after_unlink();
+        self.epochs.advance();
+        while self.epochs.reclaim_bound() <= started {
+            std::thread::yield_now();
+        }
     }
 }
 

@@ -29,6 +29,7 @@ impl<P: Policy> BufferManager<P> {
         let written = self.write_back_claimed(frame, wait);
         self.frame(frame).finish_writing();
         self.writes_finished.notify();
+        self.free_written_deleted_pages();
         written
     }
 
@@ -62,6 +63,7 @@ impl<P: Policy> BufferManager<P> {
             self.frame(frame).finish_writing();
         }
         self.writes_finished.notify();
+        self.free_written_deleted_pages();
         written
     }
 

@@ -137,6 +137,8 @@ pub(crate) enum Restart {
     /// Page `page_id` is structurally broken (a check failed on consistent data): the
     /// operation ends with `Error::Corruption`.
     Corrupt { page_id: u64, reason: &'static str },
+    /// The tree was dropped: the operation ends with `Error::TreeDropped`.
+    Dropped,
 }
 
 /// How an operation latches the pages it reads.

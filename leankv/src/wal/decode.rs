@@ -76,6 +76,11 @@ impl FrameHeader {
                 tree: reader.u64()?,
                 start: reader.key_bound()?,
                 end: reader.key_bound()?,
+                drop: match reader.u8()? {
+                    0 => false,
+                    1 => true,
+                    other => return Err(format!("unknown range removal flags {other:#x}")),
+                },
             }),
             KIND_STRUCTURE | KIND_NEW_TREE | KIND_RANGE_STEP => {
                 let step = if self.kind == KIND_RANGE_STEP {
@@ -512,6 +517,7 @@ mod tests {
             tree: 12,
             start: Bound::Excluded(b"a".to_vec()),
             end: Bound::Unbounded,
+            drop: true,
         };
         writer.range_removal(&removal);
         let step = RangeStep {

@@ -24,8 +24,9 @@
 //!   checkpoint began, so recovery holds both): the node, the new page taking its left part
 //!   (entries `..left_count`), where its right part starts, the separator, and the parent
 //!   that takes the separator with the new page as its left child;
-//! * `RangeRemoval`: a range removal begins (its id, tree and bounds); it is committed by the
-//!   `Commit` of its id, and recovery finishes one that was not (roll forward);
+//! * `RangeRemoval`: a range removal begins (its id, tree, bounds, and whether it drops the
+//!   tree); it is committed by the `Commit` of its id, and recovery finishes one that was not
+//!   (roll forward);
 //! * `RangeStep`: a structural record of a range removal: the images and freed ids as in
 //!   `Structure`, preceded by the removal's id, tree, the keys the freed leaves held, where the
 //!   step started and the key it reached (its leaves removed everything up to it);
@@ -172,6 +173,9 @@ pub(crate) struct RangeRemoval {
     pub(crate) tree: u64,
     pub(crate) start: Bound<Vec<u8>>,
     pub(crate) end: Bound<Vec<u8>>,
+    /// The removal drops the tree: after its keys, its catalog entry and its root go (the
+    /// step that frees the root finishes it).
+    pub(crate) drop: bool,
 }
 
 /// One step of a range removal (see `Record::RangeStep`).
@@ -540,6 +544,7 @@ impl FrameWriter<'_> {
             out.extend_from_slice(&removal.tree.to_le_bytes());
             key_bound(out, removal.start.as_ref().map(Vec::as_slice));
             key_bound(out, removal.end.as_ref().map(Vec::as_slice));
+            out.push(u8::from(removal.drop));
         })
     }
 

@@ -306,7 +306,7 @@ pub fn run(data: &[u8]) -> CaseResult {
         let t = if input.chance(1, 4) { 1 } else { 0 };
         let (tree, model) = (&trees[t], &mut models[t]);
         let name = TREES[t];
-        let op = input.below(35);
+        let op = input.below(36);
         match op {
             0..=11 | 29..=31 => {
                 let key = if op >= 29 {
@@ -566,6 +566,22 @@ pub fn run(data: &[u8]) -> CaseResult {
                     Some(value) => model.insert(key, value),
                     None => model.remove(&key),
                 };
+            }
+            35 => {
+                case.note(format!("drop_tree({name}), open_tree({name})"));
+                let existed = db
+                    .drop_tree(name)
+                    .map_err(|e| case.unexpected("drop_tree", &e))?;
+                if !existed || !matches!(tree.get(b"k"), Err(leankv::Error::TreeDropped)) {
+                    return Err(case.fail(
+                        Kind::Mismatch,
+                        format!("drop_tree returned {existed}, or the handle still works"),
+                    ));
+                }
+                model.clear();
+                trees[t] = db
+                    .open_tree(name)
+                    .map_err(|e| case.unexpected("open_tree", &e))?;
             }
             24 => {
                 case.note("flush".into());
