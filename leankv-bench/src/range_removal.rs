@@ -221,7 +221,7 @@ pub fn table(records: &[Record<RangeRemovalRun>]) -> Table {
             format!("{:.3}", record.remove_s),
             format!("{:.0}", record.removed as f64 / record.remove_s),
             first.map_or("-".into(), |first| {
-                format!("{:.2}", first / record.remove_s)
+                format!("{:.1}", record.remove_s / first)
             }),
             format!("{:.2}", record.flush_s),
             record.pages_before.to_string(),
