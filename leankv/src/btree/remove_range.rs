@@ -264,9 +264,6 @@ impl<P: Policy> BTree<P> {
             if last > first {
                 self.cut_out(parent, &mut parent_guard, first, last);
                 self.bm.frame(parent).set_dirty(true);
-                if self.node(parent).count() == 0 && parent != self.root() {
-                    merge.push((1, key_above(lower.as_deref())));
-                }
                 let mut changed = [(parent, &mut parent_guard), (kept, &mut kept_guard)];
                 self.log_progress(&mut changed, &freed, removal, whole_keys, from, &through);
             } else {
@@ -276,6 +273,12 @@ impl<P: Policy> BTree<P> {
             drop(kept_guard);
         } else {
             self.log_progress(&mut [], &[], removal, 0, from, &through);
+        }
+        // A parent left with one child (by this step or, after a crash, an earlier one) merges
+        // with a sibling, or the tree keeps a chain of single children.
+        let parent_node = self.node(parent);
+        if parent_node.count() == 0 && parent != self.root() {
+            merge.push((1, key_above(parent_node.lower_fence())));
         }
         for (frame, guard) in freed.into_iter().zip(freed_guards) {
             self.bm.delete_page(frame, guard);

@@ -179,9 +179,17 @@ impl<P: Policy> BufferManager<P> {
         })
     }
 
-    /// Page count (allocation high-water mark) and a copy of the free page list.
+    /// Page count (allocation high-water mark) and the free pages: the free list and the
+    /// deleted pages whose ids are not handed out again yet.
     pub(crate) fn page_allocation(&self) -> (u64, Vec<u64>) {
+        let deferred = self.deleted_while_writing.lock();
         let ids = self.page_ids.lock();
-        (ids.page_count(), ids.free_pages().to_vec())
+        let mut free = ids.free_pages().to_vec();
+        // Deleted pages whose ids are not handed out yet are free too.
+        free.extend(ids.being_freed());
+        free.extend(deferred.iter().map(|&(_, page_id)| page_id));
+        free.sort_unstable();
+        free.dedup();
+        (ids.page_count(), free)
     }
 }

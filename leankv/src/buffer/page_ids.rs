@@ -117,6 +117,11 @@ impl PageIds {
     pub(crate) fn free_pages(&self) -> &[u64] {
         &self.free
     }
+
+    /// Pages a logged record freed that are not handed out yet (see [`Self::free_logged`]).
+    pub(crate) fn being_freed(&self) -> impl Iterator<Item = u64> + '_ {
+        self.freeing.iter().copied()
+    }
 }
 
 fn ids_per_page(page_size: usize) -> usize {

@@ -1,0 +1,305 @@
+//! Tests of decoding: every record round-trips, damage is caught, bounds are enforced.
+
+use super::*;
+
+fn decode_all(bytes: &[u8], base: u64) -> Vec<(u64, Record)> {
+    let mut at = 0;
+    let mut records = Vec::new();
+    while at + FRAME_HEADER <= bytes.len() {
+        let header_bytes: [u8; FRAME_HEADER] = bytes[at..at + FRAME_HEADER].try_into().unwrap();
+        let header = FrameHeader::decode(&header_bytes);
+        assert_eq!(header.lsn, base + at as u64);
+        let payload = &bytes[at + FRAME_HEADER..at + FRAME_HEADER + header.payload_len];
+        records.push((
+            header.lsn,
+            header.decode_record(&header_bytes, payload).unwrap(),
+        ));
+        at += header.frame_len();
+    }
+    records
+}
+
+fn gapped(byte: u8) -> Vec<u8> {
+    let mut page = vec![byte; 64];
+    page[10..20].fill(0);
+    page
+}
+
+/// Frames placed at LSN 4096 of generation 3.
+fn writer<'a>(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> FrameWriter<'a> {
+    FrameWriter {
+        out,
+        base: 4096,
+        generation: 3,
+        scratch,
+        payload_checksum: 0,
+        placed: true,
+    }
+}
+
+#[test]
+fn every_record_roundtrips_and_a_flipped_bit_is_caught() {
+    let (mut out, mut scratch) = (Vec::new(), Vec::new());
+    let mut writer = writer(&mut out, &mut scratch);
+    writer.checkpoint(10, &[3, 5], &[(1, 4), (300, 0)]);
+    writer.structure(
+        &[(7, 0xabu8), (8, 0xcd)],
+        &[5],
+        false,
+        None,
+        64,
+        |byte, page| {
+            page.fill(byte);
+            page[10..20].fill(0);
+            (10, 10) // the gap is left out and comes back zeroed
+        },
+    );
+    let change = |batch, op, before| LeafChange {
+        page_id: 7,
+        tree: 1,
+        batch,
+        op,
+        before,
+    };
+    let put = |key, value, added| LeafOp::Put { key, value, added };
+    writer.leaf(
+        change(0, put(b"k", b"v", false), BeforeRef::Unrecorded),
+        None,
+    );
+    let remove = LeafOp::Remove { key: b"k" };
+    writer.leaf(change(9, remove, BeforeRef::Value(b"old")), None);
+    let mut fill = |page: &mut [u8]| {
+        page.fill(1);
+        (0, 0)
+    };
+    writer.leaf(
+        change(9, put(b"n", b"", true), BeforeRef::Absent),
+        Some((64, &mut fill)),
+    );
+    let old = [7u8; 300];
+    let mut new = old;
+    new[3] = 1;
+    new[5] = 2; // joins the range at 3
+    new[200..208].fill(9);
+    let changed = ChangedRanges::between(&old, &new).expect("a cheap patch");
+    let patch = LeafOp::Patch {
+        key: b"p",
+        value: &new,
+        changed: &changed,
+    };
+    writer.leaf(
+        LeafChange {
+            page_id: 1 << 40,
+            tree: 300,
+            ..change(0, patch, BeforeRef::Unrecorded)
+        },
+        None,
+    );
+    writer.leaf(change(9, patch, BeforeRef::Value(&old)), None);
+    let end = writer.commit(9);
+    assert_eq!(end, 4096 + out.len() as u64);
+    let records = decode_all(&out, 4096);
+    assert_eq!(records.len(), 8);
+    assert_eq!(
+        records[5].1,
+        Record::Patch {
+            page_id: 1 << 40,
+            tree: 300,
+            batch: 0,
+            key: b"p".to_vec(),
+            value_len: 300,
+            ranges: vec![(3, vec![1, 7, 2]), (200, vec![9; 8])],
+            before: Before::Unrecorded,
+            image: None,
+        }
+    );
+    assert!(
+        matches!(&records[6].1, Record::Patch { batch: 9, before: Before::Ranges(old), .. }
+        if old == &vec![(3, vec![7; 3]), (200, vec![7; 8])])
+    );
+    assert_eq!(
+        records[0].1,
+        Record::Checkpoint {
+            page_count: 10,
+            free: vec![3, 5],
+            key_counts: Some(vec![(1, 4), (300, 0)]),
+        }
+    );
+    assert!(matches!(&records[2].1, Record::Put { added: false, .. }));
+    assert_eq!(
+        records[1].1,
+        Record::Structure {
+            images: vec![(7, gapped(0xab)), (8, gapped(0xcd))],
+            freed: vec![5],
+            new_tree: false,
+            step: None,
+        }
+    );
+    assert_eq!(
+        records[3].1,
+        Record::Remove {
+            page_id: 7,
+            tree: 1,
+            batch: 9,
+            key: b"k".to_vec(),
+            before: Before::Value(b"old".to_vec()),
+            image: None,
+        }
+    );
+    assert!(
+        matches!(&records[4].1, Record::Put { image: Some(image), before: Before::Absent, added: true, .. } if image == &vec![1; 64])
+    );
+    assert_eq!(records[7].1, Record::Commit { batch: 9 });
+    for position in [0, 5, 9, 17, 20, 30] {
+        let mut damaged = out.clone();
+        damaged[position] ^= 4;
+        let header_bytes: [u8; FRAME_HEADER] = damaged[..FRAME_HEADER].try_into().unwrap();
+        let header = FrameHeader::decode(&header_bytes);
+        let payload_end = (FRAME_HEADER + header.payload_len).min(damaged.len());
+        assert!(
+            header.lsn != 4096
+                || header
+                    .decode_record(&header_bytes, &damaged[FRAME_HEADER..payload_end])
+                    .is_err(),
+            "flip at {position} missed"
+        );
+    }
+}
+
+#[test]
+fn range_removals_and_their_steps_roundtrip() {
+    let (mut out, mut scratch) = (Vec::new(), Vec::new());
+    let mut writer = writer(&mut out, &mut scratch);
+    let removal = RangeRemoval {
+        removal: 1 << 33,
+        tree: 12,
+        start: Bound::Excluded(b"a".to_vec()),
+        end: Bound::Unbounded,
+        drop: true,
+    };
+    writer.range_removal(&removal);
+    let step = RangeStep {
+        removal: 1 << 33,
+        tree: 12,
+        keys: 700,
+        from: Bound::Included(Vec::new()),
+        through: Some(b"m".to_vec()),
+    };
+    writer.structure(
+        &[(7, 0xabu8)],
+        &[5, 6],
+        false,
+        Some(&step),
+        64,
+        |byte, page| {
+            page.fill(byte);
+            page[10..20].fill(0);
+            (10, 10)
+        },
+    );
+    let last = RangeStep {
+        through: None,
+        from: Bound::Excluded(b"m".to_vec()),
+        ..step.clone()
+    };
+    writer.structure::<u8>(&[], &[], false, Some(&last), 64, |_, _| (0, 0));
+    let records = decode_all(&out, 4096);
+    assert_eq!(records[0].1, Record::RangeRemoval(removal));
+    assert_eq!(
+        records[1].1,
+        Record::Structure {
+            images: vec![(7, gapped(0xab))],
+            freed: vec![5, 6],
+            new_tree: false,
+            step: Some(step),
+        }
+    );
+    assert_eq!(
+        records[2].1,
+        Record::Structure {
+            images: Vec::new(),
+            freed: Vec::new(),
+            new_tree: false,
+            step: Some(last),
+        }
+    );
+}
+
+#[test]
+fn a_checkpoint_from_before_key_counts_decodes_without_them() {
+    let (mut out, mut scratch) = (Vec::new(), Vec::new());
+    writer(&mut out, &mut scratch).checkpoint(10, &[3], &[]);
+    // The record as logs before key counts held it: without the (empty) counts' length.
+    let mut header: [u8; FRAME_HEADER] = out[..FRAME_HEADER].try_into().unwrap();
+    let payload_len = u32::from_le_bytes(header[4..8].try_into().unwrap()) - 8;
+    let payload = out[FRAME_HEADER..FRAME_HEADER + payload_len as usize].to_vec();
+    header[4..8].copy_from_slice(&payload_len.to_le_bytes());
+    stamp(&mut header, 4096, 3, crc32c::crc32c(&payload));
+    let record = FrameHeader::decode(&header)
+        .decode_record(&header, &payload)
+        .unwrap();
+    let expected = Record::Checkpoint {
+        page_count: 10,
+        free: vec![3],
+        key_counts: None,
+    };
+    assert_eq!(record, expected);
+}
+
+#[test]
+fn changed_ranges_are_taken_only_when_cheaper_than_the_value() {
+    let old = vec![0u8; 64];
+    assert_eq!(
+        ChangedRanges::between(&old, &old).unwrap().iter().count(),
+        0
+    );
+    let mut scattered = old.clone();
+    for at in (0..64).step_by(6) {
+        scattered[at] = 1; // 11 ranges: more than a patch takes
+    }
+    assert!(ChangedRanges::between(&old, &scattered).is_none());
+    assert!(ChangedRanges::between(&old, &[1; 64]).is_none());
+    let mut tail = old.clone();
+    tail[63] = 5;
+    let ranges: Vec<_> = ChangedRanges::between(&old, &tail)
+        .unwrap()
+        .iter()
+        .collect();
+    assert_eq!(ranges, vec![(63, 1)]);
+}
+
+#[test]
+fn varints_beyond_64_bits_or_10_bytes_are_refused() {
+    let decode = |bytes: &[u8]| Reader { bytes }.varint();
+    assert_eq!(decode(&[0x80, 0x01]), Ok(128));
+    let mut max = vec![0xff; 9];
+    max.push(0x01);
+    assert_eq!(decode(&max), Ok(u64::MAX));
+    max[9] = 0x02;
+    assert!(decode(&max).is_err());
+    assert!(decode(&[0x80; 11]).is_err());
+    assert!(decode(&[0x80]).is_err());
+}
+
+#[test]
+fn patches_out_of_their_value_or_without_their_batchs_old_bytes_are_refused() {
+    // Flags (before tag), page 5, tree 1, batch, key "k", value length 4, one range at
+    // `gap` of 2 bytes (and, tagged 3, its 2 old bytes).
+    let payload = |tag: u8, batch: u8, gap: u8| {
+        let mut bytes = vec![tag << 1, 5, 1, batch, 1, b'k', 4, 1, gap, 2, 9, 9];
+        if tag == BEFORE_RANGES {
+            bytes.extend([1, 1]);
+        }
+        bytes
+    };
+    let decode = |bytes: &[u8]| Reader { bytes }.leaf(KIND_PATCH);
+    assert!(decode(&payload(0, 0, 2)).is_ok());
+    assert!(decode(&payload(BEFORE_RANGES, 7, 2)).is_ok());
+    assert!(decode(&payload(0, 0, 3)).is_err());
+    assert!(decode(&payload(0, 7, 2)).is_err());
+    assert!(decode(&payload(BEFORE_RANGES, 0, 2)).is_err());
+    assert!(decode(&payload(BEFORE_VALUE, 7, 2)).is_err());
+    assert!(decode(&payload(BEFORE_ABSENT, 7, 2)).is_err());
+    // A length beyond the record.
+    assert!(decode(&[0, 5, 1, 0, 200, b'k']).is_err());
+}
