@@ -76,6 +76,8 @@ pub(crate) fn redo(
 ) -> Result<Redone> {
     let mut pages: HashMap<u64, AlignedBuf> = HashMap::new();
     let mut page_count = 0;
+    // The page count as of the checkpoint: ids from it on were allocated since.
+    let mut checkpoint_page_count = 0;
     let mut free = BTreeSet::new();
     let mut committed = HashSet::new();
     let mut batches = HashSet::new();
@@ -94,6 +96,7 @@ pub(crate) fn redo(
                     .as_ref()
                     .map(|counts| counts.iter().copied().collect());
                 page_count = *count;
+                checkpoint_page_count = *count;
                 free = list.iter().copied().collect();
                 if free.len() != list.len() || list.iter().any(|&id| id == 0 || id >= *count) {
                     return Err(log_damage(0, "a checkpoint's free list is malformed"));
@@ -191,6 +194,13 @@ pub(crate) fn redo(
                 removals.remove(batch);
             }
             Record::SyncMark { .. } => {}
+        }
+    }
+    // A page allocated since the checkpoint that no surviving record describes (its operation
+    // was cut short by the crash, while a later allocation was logged) is free.
+    for page_id in checkpoint_page_count.max(1)..page_count {
+        if !pages.contains_key(&page_id) {
+            free.insert(page_id);
         }
     }
     let offset = |page_id: u64| {
@@ -487,6 +497,40 @@ mod tests {
             image: None,
         };
         (0, record)
+    }
+
+    #[test]
+    fn pages_allocated_since_the_checkpoint_that_no_record_describes_are_free() {
+        use crate::btree::node::NodeMut;
+        use crate::buffer::PageMut;
+        const PAGE: usize = 4096;
+        let mut leaf = vec![0u8; PAGE];
+        page_format::init_header(&mut leaf, page_format::PageType::BTreeLeaf, 12);
+        NodeMut::new(PageMut::from_slice(&mut leaf)).init(0, None, None);
+        // Pages 10 and 11 were allocated after the checkpoint; only 12's record survived.
+        let records = vec![
+            (
+                100,
+                Record::Checkpoint {
+                    page_count: 10,
+                    free: vec![3],
+                    key_counts: None,
+                },
+            ),
+            (
+                200,
+                Record::Structure {
+                    images: vec![(12, leaf)],
+                    freed: Vec::new(),
+                    new_tree: false,
+                    step: None,
+                },
+            ),
+        ];
+        let storage = crate::io::MemoryStorage::new();
+        let redone = redo(&storage, PAGE, &records).unwrap();
+        assert_eq!(redone.page_count, 13);
+        assert_eq!(redone.free, vec![3, 10, 11]);
     }
 
     #[test]
