@@ -1,5 +1,6 @@
 //! Random operations against `BTreeMap`, with a pool far smaller than the data, reopening the
-//! database between rounds, and finally removing almost everything.
+//! database between rounds (with a second tree dropped every other round), and finally
+//! removing almost everything.
 
 mod common;
 
@@ -143,6 +144,7 @@ fn rewritten(old: Option<&[u8]>, seed: u64, round: u64, max_value: usize) -> Opt
 fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut model = BTreeMap::new();
+    let mut scratch_model = BTreeMap::new();
     let mut rng = fastrand::Rng::with_seed(42);
     let mut data_bytes = 0usize;
     for round in 0..rounds {
@@ -182,12 +184,29 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
         }
         assert_eq!(tree.len().unwrap(), model.len() as u64, "round {round}");
         data_bytes = model.iter().map(|(k, v)| k.len() + v.len()).sum();
+        // A second tree, grown every round and dropped every other one.
+        let scratch = db.open_tree("scratch").unwrap();
+        for _ in 0..300 {
+            let key = random_key(&mut rng);
+            let value = value_for(rng.u64(..), round, max_value);
+            scratch.insert(&key, &value).unwrap();
+            scratch_model.insert(key, value);
+        }
+        let found: Vec<_> = scratch.iter().map(|item| item.unwrap()).collect();
+        assert_eq!(found, scratch_model.clone().into_iter().collect::<Vec<_>>());
+        let dropped = round % 2 == 1;
+        if dropped {
+            assert!(db.drop_tree("scratch").unwrap());
+            assert!(matches!(scratch.len(), Err(leankv::Error::TreeDropped)));
+            scratch_model.clear();
+        }
         let report = db.check_integrity().unwrap();
         assert!(report.is_ok(), "round {round}: {report}");
+        let trees = if dropped { 1 } else { 2 };
         assert_eq!(
             report.entries as usize,
-            model.len() + 1,
-            "catalog holds one entry"
+            model.len() + scratch_model.len() + trees,
+            "the catalog holds an entry per tree"
         );
         let stats = db.stats();
         assert!(stats.evictions > 0, "round {round}: the pool never filled");
@@ -201,6 +220,14 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
 
     // Everything is found after reopening; then remove almost everything.
     let db = open_as::<P>(dir.path(), options.clone());
+    let scratch: Vec<_> = db
+        .open_tree("scratch")
+        .unwrap()
+        .iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(scratch, scratch_model.into_iter().collect::<Vec<_>>());
+    assert!(db.drop_tree("scratch").unwrap());
     let tree = db.open_tree("data").unwrap();
     let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
     assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
