@@ -22,7 +22,7 @@ use crate::buffer::policy::Policy;
 use crate::error::{Error, Result};
 use crate::shared::DbShared;
 use crate::tree::Tree;
-use crate::wal::RangeRemoval;
+use crate::wal::{Log, RangeRemoval};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -212,7 +212,8 @@ fn roll_back<P: Policy>(done: &[BatchOp<P>], replaced: Vec<Option<Vec<u8>>>, bat
             key: op.key.clone(),
             value: before,
         };
-        if apply(&restore, batch).is_err() {
+        // A change to a tree dropped since is gone with the tree: restore the others.
+        if apply(&restore, batch).is_err() && !op.tree.handle.tree.is_dropped() {
             return;
         }
     }
@@ -246,7 +247,13 @@ pub(crate) fn remove_range<P: Policy>(
         drop: false,
     };
     log.append(|writer, _| writer.range_removal(&removal));
-    finish_range_removal(db, tree, removal)
+    // A drop that ran between the check above and the start record: the removal ends at once
+    // (recovery ignores a removal that starts on a dropped tree anyway).
+    if tree.is_dropped() {
+        log.append(|writer, _| _ = writer.commit(removal.removal));
+        return Err(Error::TreeDropped);
+    }
+    finish_or_fail(db, log, tree, removal)
 }
 
 /// Drops `tree` (marked dropped, no operation running on it any more) as one atomic commit:
@@ -272,7 +279,23 @@ pub(crate) fn drop_tree<P: Policy>(db: &Arc<DbShared<P>>, tree: &BTree<P>) -> Re
         drop: true,
     };
     log.append(|writer, _| writer.range_removal(&removal));
-    finish_range_removal(db, &owner, removal).map(|(_, end)| end)
+    finish_or_fail(db, log, &owner, removal).map(|(_, end)| end)
+}
+
+/// [`finish_range_removal`]; if it fails (an I/O error, an exhausted pool), the log fails
+/// too: the removal is logged in part, and only recovery at the next open finishes it.
+fn finish_or_fail<P: Policy>(
+    db: &Arc<DbShared<P>>,
+    log: &Log,
+    tree: &BTree<P>,
+    removal: RangeRemoval,
+) -> Result<(u64, u64)> {
+    finish_range_removal(db, tree, removal).inspect_err(|error| {
+        log.fail(format!(
+            "a range removal or tree drop failed halfway ({error}); reopen the database to \
+             finish it"
+        ));
+    })
 }
 
 /// Runs range removal `removal`, whose start record is in the log, to its end and commits it:

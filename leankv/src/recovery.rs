@@ -33,6 +33,11 @@ use crate::wal::{Before, RangeRemoval, RangeStep, Record, Split};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
+/// Most pages allocated since the checkpoint that no record describes (or frees) recovery
+/// accepts: each is an allocation a crash cut off before its record, or one whose operation
+/// restarted; more means a damaged log claims page ids far beyond the file.
+const MAX_UNDESCRIBED_PAGES: usize = 1 << 20;
+
 /// A change to roll back: restore `key` of the tree with root page `tree` as `before` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Undo {
@@ -85,6 +90,9 @@ pub(crate) fn redo(
     let mut key_counts: Option<HashMap<u64, u64>> = None;
     // Range removals begun since the checkpoint, by id; `start` moves with their steps.
     let mut removals: HashMap<u64, RangeRemoval> = HashMap::new();
+    // Roots of trees being dropped (until a new tree reuses the id): a removal that started
+    // on such a tree, before or after the drop's start, is the drop's to finish.
+    let mut dropping: HashSet<u64> = HashSet::new();
     for (end_lsn, record) in records {
         match record {
             Record::Checkpoint {
@@ -110,6 +118,9 @@ pub(crate) fn redo(
             } => {
                 if let Some(step) = step {
                     redo_range_step(&mut removals, key_counts.as_mut(), step, freed)?;
+                }
+                if *new_tree {
+                    dropping.remove(&images[0].0);
                 }
                 // A freed page is no tree's root: a dropped tree keeps no count, a removal
                 // begun on it before the drop is forgotten with it, and it is no longer a tree
@@ -185,6 +196,12 @@ pub(crate) fn redo(
                 page_count = page_count.max(split.left + 1);
             }
             Record::RangeRemoval(removal) => {
+                if removal.drop {
+                    dropping.insert(removal.tree);
+                    removals.retain(|_, other| other.tree != removal.tree);
+                } else if dropping.contains(&removal.tree) {
+                    continue;
+                }
                 if removals.insert(removal.removal, removal.clone()).is_some() {
                     return Err(log_damage(removal.tree, "a range removal begun twice"));
                 }
@@ -198,6 +215,14 @@ pub(crate) fn redo(
     }
     // A page allocated since the checkpoint that no surviving record describes (its operation
     // was cut short by the crash, while a later allocation was logged) is free.
+    let unexplained =
+        (page_count.saturating_sub(checkpoint_page_count) as usize).saturating_sub(pages.len());
+    if unexplained > MAX_UNDESCRIBED_PAGES {
+        return Err(log_damage(
+            0,
+            format!("{unexplained} pages allocated since the checkpoint without a record"),
+        ));
+    }
     for page_id in checkpoint_page_count.max(1)..page_count {
         if !pages.contains_key(&page_id) {
             free.insert(page_id);
@@ -246,11 +271,9 @@ fn redo_range_step(
     step: &RangeStep,
     freed: &[u64],
 ) -> Result<()> {
+    // A step of a removal the tree's drop took over (see `redo`) only frees what it frees.
     let Some(removal) = removals.get_mut(&step.removal) else {
-        return Err(log_damage(
-            step.tree,
-            "a range step without its removal's start",
-        ));
+        return Ok(());
     };
     if removal.tree != step.tree {
         return Err(log_damage(step.tree, "a range step of another tree"));
@@ -531,6 +554,43 @@ mod tests {
         let redone = redo(&storage, PAGE, &records).unwrap();
         assert_eq!(redone.page_count, 13);
         assert_eq!(redone.free, vec![3, 10, 11]);
+    }
+
+    #[test]
+    fn a_drop_takes_over_the_removals_on_its_tree_before_and_after_its_start() {
+        let removal = |id: u64, tree: u64, drop: bool| {
+            (
+                id * 100,
+                Record::RangeRemoval(RangeRemoval {
+                    removal: id,
+                    tree,
+                    start: Bound::Unbounded,
+                    end: Bound::Excluded(b"m".to_vec()),
+                    drop,
+                }),
+            )
+        };
+        let checkpoint = Record::Checkpoint {
+            page_count: 10,
+            free: Vec::new(),
+            key_counts: None,
+        };
+        let records = vec![
+            (1, checkpoint),
+            removal(1, 7, false), // cut off by the drop
+            removal(2, 8, false), // another tree: finished
+            removal(3, 7, true),
+            removal(4, 7, false), // started after the drop (lost the race)
+        ];
+        let storage = crate::io::MemoryStorage::new();
+        let redone = redo(&storage, 4096, &records).unwrap();
+        let mut pending: Vec<(u64, bool)> = redone
+            .range_removals
+            .iter()
+            .map(|removal| (removal.removal, removal.drop))
+            .collect();
+        pending.sort_unstable();
+        assert_eq!(pending, vec![(2, false), (3, true)]);
     }
 
     #[test]

@@ -214,3 +214,45 @@ fn a_tree_larger_than_the_pool_loses_a_range_by_reading_only_what_it_needs() {
     assert!(report.is_ok(), "{report}");
     assert!(report.pages < 10, "{report:?}");
 }
+
+#[test]
+fn a_removal_that_fails_halfway_fails_the_log_and_is_all_or_nothing_after_reopening() {
+    use leankv::testing::{FaultKind, FaultyStorage, FileStorage, Storage};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str| -> Arc<dyn Storage> {
+        Arc::new(FileStorage::open(&dir.path().join(name), false).unwrap())
+    };
+    let (pages, logs) = (
+        file("leankv.pages"),
+        [file("leankv.wal-0"), file("leankv.wal-1")],
+    );
+    let faulty = Arc::new(FaultyStorage::new(pages.clone()));
+    let db =
+        leankv::Db::open_with_files(dir.path(), small(32), faulty.clone(), logs.clone()).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    for n in 0..20_000 {
+        tree.insert(key(n), value_for(n, 0, 100)).unwrap();
+    }
+    db.flush().unwrap();
+    // The removal must read leaves back: the reads fail after a few.
+    faulty.fail_reads(20, u64::MAX, FaultKind::Fail(std::io::ErrorKind::Other));
+    assert!(tree.remove_range(key(1_000)..key(19_000)).is_err());
+    // Part of the removal is logged: no later commit may be acknowledged.
+    faulty.heal();
+    assert!(tree.insert(key(0), "after").is_err());
+    drop(tree);
+    let _ = db.close();
+    let db = leankv::Db::open_with_files(dir.path(), small(32), pages, logs).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    let keys = tree.iter().count();
+    assert!(
+        keys == 20_000 || keys == 2_000,
+        "{keys} keys: the range is partly there"
+    );
+    assert_eq!(tree.get(key(0)).unwrap(), Some(value_for(0, 0, 100)));
+    assert_eq!(tree.len().unwrap(), keys as u64);
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+    eprintln!("{keys} keys after reopening; {:?}", db.stats().recovery);
+}

@@ -156,6 +156,8 @@ impl<P: Policy> BTree<P> {
         incoming: Incoming<'_>,
         mode: LatchMode,
     ) -> Attempt<()> {
+        // A root found full in an earlier attempt may have been dropped (and freed) since.
+        self.check_live()?;
         if target == self.root() {
             let guard = self.bm.frame(target).latch.lock_exclusive();
             if split::has_room(&self.node(target), incoming) {

@@ -302,6 +302,18 @@ impl Log {
         Ok(())
     }
 
+    /// Fails the log (see the module notes) because an operation logged part of a change it
+    /// could not finish: no later commit is acknowledged, so none can come to depend on a
+    /// state that only recovery at the next open completes.
+    pub(crate) fn fail(&self, reason: String) {
+        let mut state = self.inner.state.lock();
+        state.failed.get_or_insert(reason);
+        self.inner.failed.store(true, Ordering::Release);
+        state.requested = 0;
+        state.eventual_deadline = None;
+        self.inner.progress.notify_all();
+    }
+
     /// Fails if the log failed earlier: a commit made now could never become durable.
     pub(crate) fn check_healthy(&self) -> Result<()> {
         if !self.inner.failed.load(Ordering::Acquire) {
