@@ -255,7 +255,8 @@ impl<P: Policy> Db<P> {
     /// Handles to the tree that outlive it fail with [`Error::TreeDropped`]; operations
     /// running on it when it is dropped either finish first or fail the same way.
     /// [`open_tree`](Self::open_tree) with the same name creates a new, empty tree. Opening
-    /// other trees waits while a drop runs.
+    /// other trees waits while a drop runs. A drop that fails halfway (an I/O error) leaves the
+    /// database refusing commits until it is reopened, which finishes the drop.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;

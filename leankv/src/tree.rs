@@ -339,7 +339,9 @@ impl<P: Policy> Tree<P> {
     ///
     /// Like a batch, the removal is not isolated: a concurrent reader may see part of the range
     /// removed, and a key inserted into the range while the removal runs stays if the removal
-    /// had passed its place. Checkpoints wait for a running removal.
+    /// had passed its place. Checkpoints wait for a running removal. A removal that fails
+    /// halfway (an I/O error) leaves the database refusing commits until it is reopened, which
+    /// finishes the removal.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
