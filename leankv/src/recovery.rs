@@ -31,7 +31,7 @@ use crate::io::page as page_format;
 use crate::io::{AlignedBuf, Storage};
 use crate::wal::{Before, RangeRemoval, RangeStep, Record, Split};
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 /// Most pages allocated since the checkpoint that no record describes (or frees) recovery
 /// accepts: each is an allocation a crash cut off before its record, or one whose operation
@@ -299,17 +299,11 @@ fn redo_range_step(
 
 /// Whether the step (of a removal ending at `end`) removed `key`.
 fn step_covers(step: &RangeStep, end: Bound<&Vec<u8>>, key: &[u8]) -> bool {
-    let after_from = match &step.from {
-        Bound::Unbounded => true,
-        Bound::Included(from) => key >= from.as_slice(),
-        Bound::Excluded(from) => key > from.as_slice(),
-    };
-    let before_end = match end {
-        Bound::Unbounded => true,
-        Bound::Included(end) => key <= end.as_slice(),
-        Bound::Excluded(end) => key < end.as_slice(),
-    };
-    after_from && before_end && step.through.as_ref().is_none_or(|through| key <= through)
+    let range = (
+        step.from.as_ref().map(Vec::as_slice),
+        end.map(Vec::as_slice),
+    );
+    range.contains(key) && step.through.as_ref().is_none_or(|through| key <= through)
 }
 
 /// A page id from the log must name a page a file can hold (so `page_id + 1` cannot

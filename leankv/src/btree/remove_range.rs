@@ -324,14 +324,10 @@ impl<P: Policy> BTree<P> {
         first: usize,
         end: RangeBound<&[u8]>,
     ) -> Vec<(usize, u64)> {
-        (first..=parent.count())
+        let children = (first..=parent.count())
             .take(self.bm.prefetch_depth())
-            .take_while(|&child| !beyond(parent.key(child - 1), end))
-            .filter_map(|child| match self.bm.child(parent.child_word(child)) {
-                Some(SwipTarget::Page(page_id)) => Some((parent.child_offset(child), page_id)),
-                _ => None,
-            })
-            .collect()
+            .take_while(|&child| !beyond(parent.key(child - 1), end));
+        self.unswizzled(parent, children)
     }
 
     /// Rebuilds the exclusively latched parent without children `first + 1..=last`: child

@@ -178,15 +178,7 @@ impl<P: Policy> BTree<P> {
                         .take_while(|&child| keep(parent.key(child - 1)))
                         .collect()
                 };
-                children
-                    .into_iter()
-                    .filter_map(|child| match self.bm.child(parent.child_word(child)) {
-                        Some(SwipTarget::Page(page_id)) => {
-                            Some((parent.child_offset(child), page_id))
-                        }
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
+                self.unswizzled(&parent, children)
             })
             .map(Some)
         })?;
@@ -196,6 +188,22 @@ impl<P: Policy> BTree<P> {
             }
         }
         Ok(())
+    }
+
+    /// The children of `parent` among `children` that are not in memory, as (swip offset, page
+    /// id): what a read-ahead asks for.
+    pub(super) fn unswizzled(
+        &self,
+        parent: &Node<'_>,
+        children: impl IntoIterator<Item = usize>,
+    ) -> Vec<(usize, u64)> {
+        children
+            .into_iter()
+            .filter_map(|child| match self.bm.child(parent.child_word(child)) {
+                Some(SwipTarget::Page(page_id)) => Some((parent.child_offset(child), page_id)),
+                _ => None,
+            })
+            .collect()
     }
 }
 
