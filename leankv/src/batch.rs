@@ -17,7 +17,8 @@
 //! and its commit (the batch gate), so every batch that a checkpoint's recovery must roll back,
 //! and every removal it must finish, lies entirely after that checkpoint's record.
 
-use crate::btree::BTree;
+use crate::blob::BlobRef;
+use crate::btree::{BTree, StoredValue};
 use crate::buffer::policy::Policy;
 use crate::error::{Error, Result};
 use crate::shared::DbShared;
@@ -185,14 +186,22 @@ pub(crate) fn write<P: Policy>(
                 }
             }
         }
-        log.append(|writer, _| writer.commit(id)).1
+        // The large values the batch replaced or removed are freed with its commit.
+        let page_size = db.bm.page_size();
+        let dropped: Vec<BlobRef> = replaced
+            .iter()
+            .flatten()
+            .filter(|value| value.blob)
+            .filter_map(|value| BlobRef::decode(&value.bytes, page_size).ok())
+            .collect();
+        db.bm.commit(log, id, &dropped)
     };
     db.commit_durability(end, durability)
 }
 
 /// Applies one change as part of `batch` (0: on its own); returns the end LSN of its record
 /// (0: none written) and, in a batch, the value it replaced (`None`: absent).
-fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<Vec<u8>>)> {
+fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredValue>)> {
     let tree = &op.tree.handle.tree;
     let written = match &op.value {
         Some(value) => Some(tree.insert(&op.key, value, batch)?),
@@ -204,16 +213,19 @@ fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<Vec<u8>>
 /// Restores what the changes `done` of a failed batch replaced, last first, as more changes of
 /// the same uncommitted batch (so that recovery after a crash rolls back both). Best effort: a
 /// restore that fails too leaves the batch uncommitted, which recovery rolls back after the
-/// next crash or unclean close.
-fn roll_back<P: Policy>(done: &[BatchOp<P>], replaced: Vec<Option<Vec<u8>>>, batch: u64) {
+/// next crash or unclean close. (Large values the failed batch wrote stay allocated until
+/// then: with the batch uncommitted, recovery could still restore them on the way back.)
+fn roll_back<P: Policy>(done: &[BatchOp<P>], replaced: Vec<Option<StoredValue>>, batch: u64) {
     for (op, before) in done.iter().zip(replaced).rev() {
-        let restore = BatchOp {
-            tree: op.tree.clone(),
-            key: op.key.clone(),
-            value: before,
+        let tree = &op.tree.handle.tree;
+        let restored = match &before {
+            Some(value) => tree
+                .insert_stored(&op.key, value.as_stored(), None, batch)
+                .map(drop),
+            None => tree.remove(&op.key, batch).map(drop),
         };
         // A change to a tree dropped since is gone with the tree: restore the others.
-        if apply(&restore, batch).is_err() && !op.tree.handle.tree.is_dropped() {
+        if restored.is_err() && !tree.is_dropped() {
             return;
         }
     }

@@ -57,6 +57,11 @@ pub struct Stats {
     /// Leaves range scans brought in and put straight back into the cooling stage, so that
     /// large scans do not push the hot working set out.
     pub scan_cooled: u64,
+    /// Bytes of large values (longer than [`Db::max_inline_value_size`]) written to and read
+    /// from their own pages.
+    pub large_value_bytes_written: u64,
+    /// See `large_value_bytes_written`.
+    pub large_value_bytes_read: u64,
     /// How pages reach the device.
     pub io_mode: IoMode,
     /// Page size in bytes.
@@ -334,6 +339,8 @@ impl<P: Policy> Db<P> {
             read_waits: count(Counter::ReadWaits),
             prefetch_reads: count(Counter::PrefetchReads),
             scan_cooled: count(Counter::ScanCooled),
+            large_value_bytes_written: count(Counter::BlobBytesWritten),
+            large_value_bytes_read: count(Counter::BlobBytesRead),
             io_mode: bm.io_mode(),
             page_size: bm.page_size(),
             pool_frames: bm.frame_count() as usize,
@@ -351,9 +358,17 @@ impl<P: Policy> Db<P> {
         self.shared.max_key_size
     }
 
-    /// Longest value this database accepts.
+    /// Longest value this database accepts ([`MAX_VALUE_SIZE`](crate::MAX_VALUE_SIZE),
+    /// 4 GiB - 1).
     pub fn max_value_size(&self) -> usize {
         self.shared.max_value_size
+    }
+
+    /// Longest value stored in its leaf, next to its key (a quarter of a page). A longer value
+    /// lives in runs of whole pages of its own, written and read with large sequential I/O
+    /// past the buffer pool, and its leaf holds a short reference to it.
+    pub fn max_inline_value_size(&self) -> usize {
+        crate::btree::node::max_value_size(self.shared.bm.page_size())
     }
 
     /// The database directory.

@@ -37,6 +37,7 @@
 struct ReadmeExamples;
 
 mod batch;
+mod blob;
 mod btree;
 mod buffer;
 mod checkpoint;

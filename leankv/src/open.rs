@@ -112,7 +112,7 @@ pub(crate) fn open<P: Policy>(
         None => {
             let log = options
                 .write_ahead_log
-                .then(|| fresh_log(logs, log_config, FIRST_LSN, 1))
+                .then(|| fresh_log(logs, storage.clone(), log_config, FIRST_LSN, 1))
                 .transpose()?;
             let key_counts = KeyCounts::recovered(Some(HashMap::new()));
             (1, Vec::new(), log, 1, FIRST_LSN, key_counts)
@@ -133,7 +133,14 @@ pub(crate) fn open<P: Policy>(
             recovery_stats.range_removals_finished = redone.range_removals.len() as u64;
             recovery_stats.duration = started.elapsed();
             let generation = next_generation(sb.generation.max(read.generation))?;
-            let log = Log::start(logs, log_config, read.end, start, generation)?;
+            let log = Log::start(
+                logs,
+                storage.clone(),
+                log_config,
+                read.end,
+                start,
+                generation,
+            )?;
             unfinished = Unfinished {
                 undo: redone.undo,
                 new_trees: redone.new_trees,
@@ -177,7 +184,7 @@ pub(crate) fn open<P: Policy>(
             let start = sb.log_end.max(FIRST_LSN).next_multiple_of(4096);
             let log = options
                 .write_ahead_log
-                .then(|| fresh_log(logs, log_config, start, generation))
+                .then(|| fresh_log(logs, storage.clone(), log_config, start, generation))
                 .transpose()?;
             // After a crash without the log the saved counts may be stale: count again.
             counts_in_catalog = !sb.open;
@@ -185,6 +192,7 @@ pub(crate) fn open<P: Policy>(
             (sb.page_count, free, log, generation, sb.log_end, key_counts)
         }
     };
+    config.generation = generation;
     let kinds: [PageKind; 2] = btree::page_kinds();
     let bm = BufferManager::new(
         storage,
@@ -206,7 +214,7 @@ pub(crate) fn open<P: Policy>(
         trees: Mutex::new(HashMap::new()),
         lock: Mutex::new(Some(lock)),
         max_key_size: btree::node::max_key_size(page_size),
-        max_value_size: btree::node::max_value_size(page_size),
+        max_value_size: crate::MAX_VALUE_SIZE,
         durability: options.durability,
         batch_gate: RwLock::new(()),
         checkpointing: Mutex::new(()),
@@ -255,6 +263,7 @@ fn next_generation(generation: u32) -> Result<u32> {
 /// Starts a log with nothing to recover: its first checkpoint goes to file 0 at offset 0.
 fn fresh_log(
     logs: [Arc<dyn Storage>; 2],
+    data_file: Arc<dyn Storage>,
     config: LogConfig,
     lsn: u64,
     generation: u32,
@@ -271,7 +280,7 @@ fn fresh_log(
         offset: 0,
         lsn,
     };
-    Log::start(logs, config, end, previous, generation)
+    Log::start(logs, data_file, config, end, previous, generation)
 }
 
 /// Frees the roots of trees created without a surviving catalog entry, rolls back the
@@ -324,6 +333,9 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
         match &undo.before {
             Restore::Value(value) => {
                 tree.insert(&undo.key, value, 0)?;
+            }
+            Restore::Blob(reference) => {
+                tree.insert_stored(&undo.key, btree::stored_blob(reference), None, 0)?;
             }
             Restore::Absent => {
                 tree.remove(&undo.key, 0)?;

@@ -5,19 +5,21 @@
 //! prefaulted memory); everything else is `Error::InvalidOptions` naming the option.
 
 use crate::batch::Durability;
-use crate::btree::node::{max_key_size, max_value_size};
+use crate::btree::node::max_key_size;
 use crate::buffer::{BufferConfig, FRAME_HEADER_AREA};
 use crate::error::{Error, Result};
 use std::time::Duration;
 
 /// Default page size: 16 KiB, as in the LeanStore paper. Large enough for keys of 1 KiB and
-/// values of 4 KiB with room for several per leaf, small enough that a random read of one
-/// page costs little more than the device's minimum I/O.
+/// values of 4 KiB in the leaf with room for several per leaf, small enough that a random
+/// read of one page costs little more than the device's minimum I/O.
 pub const DEFAULT_PAGE_SIZE: usize = 16 * 1024;
 /// Longest key with the default page size (page size / 16).
 pub const MAX_KEY_SIZE: usize = max_key_size(DEFAULT_PAGE_SIZE);
-/// Longest value with the default page size (page size / 4).
-pub const MAX_VALUE_SIZE: usize = max_value_size(DEFAULT_PAGE_SIZE);
+/// Longest value, with any page size: 4 GiB - 1, as in LMDB. Values longer than a quarter of
+/// a page ([`Db::max_inline_value_size`](crate::Db::max_inline_value_size)) live in pages of
+/// their own outside the leaf.
+pub const MAX_VALUE_SIZE: usize = u32::MAX as usize;
 /// Leaves a scan reads ahead at most, by default (512 KiB with 16 KiB pages).
 pub const DEFAULT_SCAN_PREFETCH: usize = 32;
 /// Smallest pool, in frames, that can hold a root-to-leaf path for a few threads, the tree
@@ -235,6 +237,7 @@ impl Options {
             background_writer: self.background_writer,
             pool_file: None,
             prefetch_depth: self.scan_prefetch,
+            generation: 0,
         })
     }
 }

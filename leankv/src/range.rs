@@ -11,7 +11,7 @@
 //! yielded at most once; every step moves its position strictly (the B-tree checks that each
 //! leaf covers the position), so iteration ends; after an error the iterator is finished.
 
-use crate::btree::{BTree, LeafBatch, ScanFrom};
+use crate::btree::{stored_blob, BTree, LeafBatch, ScanFrom, StoredValue};
 use crate::buffer::policy::{Lean, Policy};
 use crate::error::Result;
 use crate::shared::TreeHandle;
@@ -44,11 +44,15 @@ pub struct Range<P: Policy = Lean> {
     cursor: Cursor,
     batch: LeafBatch,
     /// Read by forward steps, in ascending order; all below `back`'s entries.
-    front: VecDeque<(Vec<u8>, Vec<u8>)>,
+    front: VecDeque<Entry>,
     /// Read by backward steps, in descending order.
-    back: VecDeque<(Vec<u8>, Vec<u8>)>,
+    back: VecDeque<Entry>,
     failed: bool,
 }
+
+/// A key and its value as its leaf stores it: a large value is read only when it is yielded,
+/// so a leaf's worth of them is never held at once.
+type Entry = (Vec<u8>, StoredValue);
 
 impl<P: Policy> Range<P> {
     pub(crate) fn new(tree: TreeHandle<P>, cursor: Cursor) -> Range<P> {
@@ -83,14 +87,30 @@ impl<P: Policy> Range<P> {
             } else {
                 (&mut self.front, &mut self.back)
             };
-            if let Some(entry) = own.pop_front() {
-                return Some(Ok(entry));
-            }
-            if self.failed {
-                return None;
-            }
-            if self.cursor.exhausted() {
-                return other.pop_back().map(Ok);
+            let entry = match own.pop_front() {
+                Some(entry) => Some(entry),
+                None if self.failed => return None,
+                None if self.cursor.exhausted() => match other.pop_back() {
+                    Some(entry) => Some(entry),
+                    None => return None,
+                },
+                None => None,
+            };
+            if let Some((key, stored)) = entry {
+                let mut value = stored.bytes;
+                if !stored.blob {
+                    return Some(Ok((key, value)));
+                }
+                let reference = std::mem::take(&mut value);
+                match self
+                    .tree
+                    .tree
+                    .scanned_value(&key, stored_blob(&reference), &mut value)
+                {
+                    Ok(true) => return Some(Ok((key, value))),
+                    Ok(false) => continue, // removed since its leaf was read
+                    Err(error) => return self.fail(error),
+                }
             }
             let step = if downwards {
                 self.cursor.step(&self.tree.tree, &mut self.batch, true)
@@ -108,7 +128,7 @@ impl<P: Policy> Range<P> {
             own.extend(
                 self.batch
                     .entries()
-                    .map(|(key, value)| (key.to_vec(), value.to_vec())),
+                    .map(|(key, value)| (key.to_vec(), StoredValue::of(value))),
             );
         }
     }

@@ -24,6 +24,7 @@
 //! Invariant: every image is checked as a node before use; a record that cannot be applied is a
 //! typed corruption error naming the page, never a panic and never silently skipped.
 
+use crate::blob::BlobRef;
 use crate::btree::beyond;
 use crate::btree::redo::{check_image, redo_patch, redo_put, redo_remove, redo_split};
 use crate::error::{Error, Result};
@@ -53,6 +54,8 @@ pub(crate) enum Restore {
     Absent,
     /// The key held this value.
     Value(Vec<u8>),
+    /// The key held the large value with this reference.
+    Blob(Vec<u8>),
     /// The value held these bytes at these offsets (a patch rolled back).
     Ranges(Vec<(usize, Vec<u8>)>),
 }
@@ -93,6 +96,17 @@ pub(crate) fn redo(
     // Roots of trees being dropped (until a new tree reuses the id): a removal that started
     // on such a tree, before or after the drop's start, is the drop's to finish.
     let mut dropping: HashSet<u64> = HashSet::new();
+    // Pages of large values referenced by records since the checkpoint (not to be freed as
+    // allocated without a record), and the large values each batch replaced, freed by its
+    // commit.
+    let mut blob_pages: HashSet<u64> = HashSet::new();
+    let mut dropped_blobs: HashMap<u64, Vec<BlobRef>> = HashMap::new();
+    let free_blob = |blob: &BlobRef, free: &mut BTreeSet<u64>, blob_pages: &mut HashSet<u64>| {
+        for page_id in blob.page_ids() {
+            free.insert(page_id);
+            blob_pages.remove(&page_id);
+        }
+    };
     for (end_lsn, record) in records {
         match record {
             Record::Checkpoint {
@@ -144,6 +158,7 @@ pub(crate) fn redo(
                     // be free in the checkpoint's snapshot: freeing is idempotent here.
                     free.insert(page_id);
                     pages.remove(&page_id);
+                    blob_pages.remove(&page_id);
                     page_count = page_count.max(page_id + 1);
                 }
                 for (page_id, bytes) in images {
@@ -155,7 +170,28 @@ pub(crate) fn redo(
             Record::Put { page_id, image, .. }
             | Record::Remove { page_id, image, .. }
             | Record::Patch { page_id, image, .. } => {
-                let (tree, batch, key, _) = leaf_change_of(record).expect("a leaf record");
+                let (tree, batch, key, before) = leaf_change_of(record).expect("a leaf record");
+                if let Record::Put {
+                    value, blob: true, ..
+                } = record
+                {
+                    // A large value's pages are in use from its record on.
+                    let blob = decode_blob(value, page_size, *page_id)?;
+                    for page_id in blob.page_ids() {
+                        check_page_id(page_id, page_size)?;
+                        free.remove(&page_id);
+                        blob_pages.insert(page_id);
+                        page_count = page_count.max(page_id + 1);
+                    }
+                }
+                if let Before::Blob(reference) = before {
+                    // The large value replaced is free once the change is committed.
+                    let blob = decode_blob(reference, page_size, *page_id)?;
+                    match batch {
+                        0 => free_blob(&blob, &mut free, &mut blob_pages),
+                        _ => dropped_blobs.entry(batch).or_default().push(blob),
+                    }
+                }
                 let delta = match record {
                     Record::Put { added, .. } => i64::from(*added),
                     Record::Remove { .. } => -1,
@@ -178,7 +214,7 @@ pub(crate) fn redo(
                 }
                 let page = logged_page(&mut pages, *page_id)?;
                 match record {
-                    Record::Put { value, .. } => redo_put(page, key, value),
+                    Record::Put { value, blob, .. } => redo_put(page, key, value, *blob),
                     Record::Patch {
                         value_len, ranges, ..
                     } => redo_patch(page, key, *value_len, ranges),
@@ -209,22 +245,30 @@ pub(crate) fn redo(
             Record::Commit { batch } => {
                 committed.insert(*batch);
                 removals.remove(batch);
+                for blob in dropped_blobs.remove(batch).unwrap_or_default() {
+                    free_blob(&blob, &mut free, &mut blob_pages);
+                }
             }
             Record::SyncMark { .. } => {}
         }
     }
     // A page allocated since the checkpoint that no surviving record describes (its operation
     // was cut short by the crash, while a later allocation was logged) is free.
-    let unexplained =
-        (page_count.saturating_sub(checkpoint_page_count) as usize).saturating_sub(pages.len());
+    let unexplained = (page_count.saturating_sub(checkpoint_page_count) as usize)
+        .saturating_sub(pages.len() + blob_pages.len());
     if unexplained > MAX_UNDESCRIBED_PAGES {
         return Err(log_damage(
             0,
             format!("{unexplained} pages allocated since the checkpoint without a record"),
         ));
     }
+    let incomplete: HashSet<u64> = batches.difference(&committed).copied().collect();
+    let (undo, orphaned) = undo_list(records, &incomplete, page_size)?;
+    for blob in &orphaned {
+        free_blob(blob, &mut free, &mut blob_pages);
+    }
     for page_id in checkpoint_page_count.max(1)..page_count {
-        if !pages.contains_key(&page_id) {
+        if !pages.contains_key(&page_id) && !blob_pages.contains(&page_id) {
             free.insert(page_id);
         }
     }
@@ -246,11 +290,10 @@ pub(crate) fn redo(
             .write_at(page, offset(*page_id)?)
             .map_err(|e| Error::io("writing a recovered page", e))?;
     }
-    let incomplete: HashSet<u64> = batches.difference(&committed).copied().collect();
     Ok(Redone {
         page_count,
         free: free.into_iter().collect(),
-        undo: undo_list(records, &incomplete)?,
+        undo,
         new_trees: new_trees
             .into_iter()
             .filter(|page_id| pages.contains_key(page_id))
@@ -419,11 +462,21 @@ fn leaf_change_of(record: &Record) -> Option<(u64, u64, &[u8], &Before)> {
     }
 }
 
+/// A large-value reference from the log, checked.
+fn decode_blob(reference: &[u8], page_size: usize, page_id: u64) -> Result<BlobRef> {
+    BlobRef::decode(reference, page_size).map_err(|reason| log_damage(page_id, reason))
+}
+
 /// The changes of `incomplete` batches to undo, last first, leaving out keys that a committed
-/// change wrote afterwards.
-fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec<Undo>> {
+/// change wrote afterwards; and the large values such left-out changes replaced, which nothing
+/// references any more.
+fn undo_list(
+    records: &[(u64, Record)],
+    incomplete: &HashSet<u64>,
+    page_size: usize,
+) -> Result<(Vec<Undo>, Vec<BlobRef>)> {
     if incomplete.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     // Where each key an incomplete batch touched was last written by a committed change.
     let mut last_committed: HashMap<(u64, &[u8]), usize> = records
@@ -471,19 +524,27 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
             )
         };
     let mut undo = Vec::new();
+    let mut orphaned = Vec::new();
     for (index, (_, record)) in records.iter().enumerate().rev() {
         let Some((tree, batch, key, before)) = leaf_change_of(record) else {
             continue;
         };
-        if !incomplete.contains(&batch)
-            || last_committed[&(tree, key)] > index
-            || removed_later(index, tree, key)
-        {
+        if !incomplete.contains(&batch) {
+            continue;
+        }
+        if last_committed[&(tree, key)] > index || removed_later(index, tree, key) {
+            if let Before::Blob(reference) = before {
+                orphaned.push(decode_blob(reference, page_size, 0)?);
+            }
             continue;
         }
         let before = match before {
             Before::Absent => Restore::Absent,
             Before::Value(value) => Restore::Value(value.clone()),
+            Before::Blob(reference) => {
+                decode_blob(reference, page_size, 0)?;
+                Restore::Blob(reference.clone())
+            }
             Before::Ranges(ranges) => Restore::Ranges(ranges.clone()),
             Before::Unrecorded => {
                 return Err(log_damage(0, "a batch's change without its before-image"));
@@ -495,7 +556,7 @@ fn undo_list(records: &[(u64, Record)], incomplete: &HashSet<u64>) -> Result<Vec
             before,
         });
     }
-    Ok(undo)
+    Ok((undo, orphaned))
 }
 
 #[cfg(test)]
@@ -509,6 +570,7 @@ mod tests {
             batch,
             key: key.into(),
             value: value.into(),
+            blob: false,
             added: before == Before::Absent,
             before,
             image: None,
@@ -599,7 +661,7 @@ mod tests {
             put(8, "d", "d1", old("d0")),
             (0, Record::Commit { batch: 8 }),
         ];
-        let undo = undo_list(&records, &HashSet::from([7])).unwrap();
+        let (undo, _) = undo_list(&records, &HashSet::from([7]), 4096).unwrap();
         let undo: Vec<(&[u8], &Restore)> =
             undo.iter().map(|u| (u.key.as_slice(), &u.before)).collect();
         let value = |v: &str| Restore::Value(v.into());

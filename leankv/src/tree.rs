@@ -43,6 +43,15 @@ thread_local! {
     static LOOKUP_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Largest lookup buffer a thread keeps: one that held a large value is let go.
+const LOOKUP_BUFFER_KEPT: usize = 1 << 20;
+
+fn keep_lookup_buffer(buffer: Vec<u8>) {
+    if buffer.capacity() <= LOOKUP_BUFFER_KEPT {
+        LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
+    }
+}
+
 impl<P: Policy> Tree<P> {
     /// A new handle; the tree's root is hot (see `BTree::attach`).
     pub(crate) fn new(db: Arc<DbShared<P>>, tree: Arc<BTree<P>>, name: Arc<str>) -> Tree<P> {
@@ -145,13 +154,64 @@ impl<P: Policy> Tree<P> {
             Ok(false) => Ok(None),
             Err(error) => Err(error),
         };
-        LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
+        keep_lookup_buffer(buffer);
         result
+    }
+
+    /// Up to `len` bytes of the value of `key` from byte `offset` on (fewer at the value's
+    /// end, none past it), if the key is present. A large value is read only where asked, so
+    /// a caller can stream a value of gigabytes in pieces of its choice without holding it
+    /// whole; [`value_len`](Self::value_len) says how long it is. Like `get`, each call sees
+    /// the value as it was at one moment (a concurrent overwrite is seen wholly or not at all),
+    /// but two calls may see two different values.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let files = db.open_tree("files")?;
+    /// let video = vec![7u8; 10 << 20]; // 10 MiB: stored in pages of its own
+    /// files.insert("video.mp4", &video)?;
+    /// assert_eq!(files.value_len("video.mp4")?, Some(10 << 20));
+    /// let mut copy = Vec::new();
+    /// let mut offset = 0;
+    /// while let Some(piece) = files.get_range("video.mp4", offset, 1 << 20)? {
+    ///     if piece.is_empty() {
+    ///         break;
+    ///     }
+    ///     offset += piece.len() as u64;
+    ///     copy.extend_from_slice(&piece);
+    /// }
+    /// assert!(copy == video);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_range(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        if !self.may_exist(key) {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        let found = self.handle.tree.lookup_part(key, offset, len, &mut out)?;
+        Ok(found.map(|_| out))
+    }
+
+    /// The length of the value of `key` in bytes, if the key is present, without reading a
+    /// large value.
+    pub fn value_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let key = key.as_ref();
+        if !self.may_exist(key) {
+            return Ok(None);
+        }
+        self.handle.tree.lookup_part(key, 0, 0, &mut Vec::new())
     }
 
     /// Whether `key` is present.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.get_with(key, |_| ())?.is_some())
+        Ok(self.value_len(key)?.is_some())
     }
 
     /// Changes the value of `key` in place: `modify` gets the current value and may rewrite
@@ -159,7 +219,11 @@ impl<P: Policy> Tree<P> {
     /// can see the value. Returns `modify`'s result, or `None` if the key is absent (then
     /// `modify` is not called). Suited to counters and fixed-layout records.
     ///
-    /// `modify` runs while the key's leaf is latched: it must not use this tree.
+    /// `modify` runs while the key's leaf is latched: it must not use this tree. A value
+    /// longer than [`Db::max_inline_value_size`](crate::Db::max_inline_value_size) lives
+    /// outside its leaf and is not rewritten in place: that fails with
+    /// [`Error::ValueTooLarge`] without calling `modify` (use
+    /// [`fetch_update`](Self::fetch_update)).
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -187,7 +251,7 @@ impl<P: Policy> Tree<P> {
             db.admit();
             let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
             let result = self.handle.tree.update(key, &mut buffer, modify);
-            LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
+            keep_lookup_buffer(buffer);
             result?
         } else {
             None
@@ -559,9 +623,18 @@ pub(crate) fn scan_tree<P: Policy, K: AsRef<[u8]>, R: RangeBounds<K>>(
 ) -> Result<()> {
     let mut cursor = Cursor::new(range);
     let mut batch = LeafBatch::default();
+    let mut large = Vec::new();
     while !cursor.exhausted() {
         cursor.step(tree, &mut batch, false)?;
         for (key, value) in batch.entries() {
+            let value = if value.blob {
+                if !tree.scanned_value(key, value, &mut large)? {
+                    continue; // removed since the leaf was read
+                }
+                &large[..]
+            } else {
+                value.bytes
+            };
             if !visit(key, value) {
                 return Ok(());
             }

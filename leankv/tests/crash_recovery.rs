@@ -7,7 +7,8 @@
 //! * no shorter than the last commit acknowledged under `Durability::Immediate`;
 //! * so no batch, range removal or dropped tree is partly present and no value appears that
 //!   was never written;
-//! * and `check_integrity` finds nothing wrong.
+//! * and `check_integrity` finds nothing wrong (large values' pages included: none torn,
+//!   none leaked).
 //!
 //! `LEANKV_CRASHES` sets the number of crash scenarios (default 120 in CI; the closing notes'
 //! long run used 10,000).
@@ -73,10 +74,14 @@ fn key(rng: &mut fastrand::Rng) -> Vec<u8> {
 }
 
 /// A value naming its commit. Half of them have a length and filler fixed by the key, so
-/// that rewrites of a key in place (logged as patches of the bytes that changed) are common.
+/// that rewrites of a key in place (logged as patches of the bytes that changed) are common;
+/// one in eight is a large value (longer than a leaf holds: up to five pages of its own).
 fn value(rng: &mut fastrand::Rng, key: &[u8], commit: usize) -> Vec<u8> {
     let mut value = format!("v{commit}-").into_bytes();
-    if rng.bool() {
+    if rng.u8(0..8) == 0 {
+        let len = rng.usize(1025..20_000);
+        value.extend((0..len).map(|i| (commit.wrapping_mul(7) + i / 3) as u8));
+    } else if rng.bool() {
         let seed = key.iter().fold(0usize, |h, &b| h * 31 + usize::from(b));
         value.resize(40 + seed % 300, b'a' + (seed % 26) as u8);
     } else {

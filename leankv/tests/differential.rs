@@ -281,6 +281,13 @@ fn default_pages_with_large_values() {
     run::<Lean>(options, 3, 2_500, 4000);
 }
 
+/// Most values longer than a 4 KiB page's leaf holds (1 KiB), so they live in pages of their
+/// own: replaced, removed by ranges, dropped with their tree, read by every scan.
+#[test]
+fn small_pages_with_values_beyond_the_leaf() {
+    run::<Lean>(small(32), 3, 2_500, 6000);
+}
+
 /// The in-memory baselines (plain memory, and an mmapped file the kernel pages): the same map
 /// while the pool holds everything, a clear error when it does not, and no reopening of a
 /// database they would have to page in.

@@ -3,10 +3,13 @@
 //! It reads pages straight from storage (the caller flushes first), so it sees what a reopen
 //! would see. Per page: checksum, page id and type, node structure (`Node::check`), level one
 //! below the parent's, fence keys equal to the separators the parent routes by, and exactly one
-//! reference to it across all trees and the free list. Pages referenced by nothing are
-//! reported as leaked. The walk is bounded by the page count, so a corrupt cycle ends.
+//! reference to it across all trees and the free list. Pages of large values are claimed by
+//! the tree whose leaf references them and checked too (checksum, page id, type, value id).
+//! Pages referenced by nothing are reported as leaked. The walk is bounded by the page count,
+//! so a corrupt cycle ends.
 
 use super::node::Node;
+use crate::blob::BlobRef;
 use crate::buffer::{PageView, Swip, SwipTarget};
 use crate::io::page::{self as page_format, PageType};
 use crate::io::{AlignedBuf, Storage};
@@ -140,16 +143,7 @@ impl<'a> Checker<'a> {
             self.report.pages += 1;
             let page_id = visit.page_id;
             let problem = |what: String| format!("tree {name:?}, page {page_id}: {what}");
-            if let Err(error) = self
-                .storage
-                .read_at(&mut image, page_id * self.page_size as u64)
-            {
-                self.report
-                    .problems
-                    .push(problem(format!("unreadable: {error}")));
-                continue;
-            }
-            match page_format::verify(&image, page_id) {
+            match self.read(&mut image, page_id) {
                 Ok(PageType::BTreeLeaf | PageType::BTreeInner) => {}
                 Ok(other) => {
                     self.report
@@ -186,6 +180,12 @@ impl<'a> Checker<'a> {
             let count = node.count();
             if node.is_leaf() {
                 self.report.entries += count as u64;
+                for index in (0..count).filter(|&index| node.is_blob(index)) {
+                    // `check_on_disk` decoded it already.
+                    if let Ok(blob) = BlobRef::decode(node.value(index), self.page_size) {
+                        self.large_value(name, page_id, &blob);
+                    }
+                }
                 continue;
             }
             for index in 0..=count {
@@ -214,6 +214,49 @@ impl<'a> Checker<'a> {
                         .report
                         .problems
                         .push(problem(format!("child {index} is not a page id on disk"))),
+                }
+            }
+        }
+    }
+
+    /// Reads page `page_id` into `image` and checks its header; returns its type, or what is
+    /// wrong.
+    fn read(&self, image: &mut [u8], page_id: u64) -> Result<PageType, String> {
+        self.storage
+            .read_at(image, page_id * self.page_size as u64)
+            .map_err(|error| format!("unreadable: {error}"))?;
+        page_format::verify(image, page_id)
+    }
+
+    /// Claims and checks the pages of the large value `blob`, referenced from page `leaf` of
+    /// tree `name`.
+    fn large_value(&mut self, name: &str, leaf: u64, blob: &BlobRef) {
+        let owner = Owner::Tree(name.to_string());
+        let mut image = AlignedBuf::new(self.page_size);
+        for page_id in blob.page_ids() {
+            if !self.claim(page_id, owner.clone()) {
+                return;
+            }
+            let problem = |what: String| {
+                format!("tree {name:?}, large value referenced from page {leaf}, page {page_id}: {what}")
+            };
+            match self.read(&mut image, page_id) {
+                Ok(PageType::Blob) if page_format::lsn(&image) == blob.id => {}
+                Ok(PageType::Blob) => {
+                    self.report
+                        .problems
+                        .push(problem("a page of another large value".into()));
+                    return;
+                }
+                Ok(other) => {
+                    self.report
+                        .problems
+                        .push(problem(format!("is a {other:?} page")));
+                    return;
+                }
+                Err(reason) => {
+                    self.report.problems.push(problem(reason));
+                    return;
                 }
             }
         }

@@ -241,18 +241,27 @@ impl<P: Policy> BTree<P> {
 
     /// Copies the value of `key` into `buffer`; returns whether the key exists.
     pub(crate) fn lookup(&self, key: &[u8], buffer: &mut Vec<u8>) -> Result<bool> {
-        self.bm.run(|mode| {
-            self.read_leaf(key, Bound::AtLeast, mode, |leaf| {
-                buffer.clear();
-                match leaf.lower_bound(key) {
-                    (index, true) => {
-                        buffer.extend_from_slice(leaf.value(index));
-                        true
+        loop {
+            // Whether the key holds a large value (`buffer` then holds its reference).
+            let large = self.bm.run(|mode| {
+                self.read_leaf(key, Bound::AtLeast, mode, |leaf| {
+                    buffer.clear();
+                    match leaf.lower_bound(key) {
+                        (index, true) => {
+                            buffer.extend_from_slice(leaf.value(index));
+                            Some(leaf.is_blob(index))
+                        }
+                        _ => None,
                     }
-                    _ => false,
-                }
-            })
-        })
+                })
+            })?;
+            match large {
+                None => return Ok(false),
+                Some(false) => return Ok(true),
+                Some(true) if self.read_large(key, buffer)? => return Ok(true),
+                Some(true) => {} // replaced while it was read
+            }
+        }
     }
 
     /// Level of the node in `frame`, read optimistically.

@@ -36,7 +36,15 @@ impl<P: Policy> BTree<P> {
                 "a tree being dropped still holds keys",
             ));
         }
-        self.log_progress(&mut [], &[root], removal, 0, &RangeBound::Unbounded, &None);
+        self.log_progress(
+            &mut [],
+            &[root],
+            &[],
+            removal,
+            0,
+            &RangeBound::Unbounded,
+            &None,
+        );
         self.bm.delete_page(root, guard);
         Ok(())
     }

@@ -16,27 +16,41 @@ pub(super) enum Step {
     Full(FrameId),
 }
 
-/// The before-image a batch's change records (a single operation records none).
-pub(super) fn before_of(batch: u64, before: &Option<Vec<u8>>) -> BeforeRef<'_> {
-    match (batch, before) {
-        (0, _) => BeforeRef::Unrecorded,
-        (_, None) => BeforeRef::Absent,
-        (_, Some(value)) => BeforeRef::Value(value),
-    }
-}
-
 impl<P: Policy> BTree<P> {
-    /// Inserts or overwrites, as part of `batch` (0: on its own).
+    /// Inserts or overwrites, as part of `batch` (0: on its own). A value longer than a leaf
+    /// holds is written to pages of its own first (see `large`).
     pub(crate) fn insert(&self, key: &[u8], value: &[u8], batch: u64) -> Result<Written> {
+        if value.len() <= self.max_inline() {
+            return self.insert_stored(key, Stored::inline(value), None, batch);
+        }
+        let blob = self.bm.write_blob(value)?;
+        let stored = Stored {
+            bytes: blob.reference(),
+            blob: true,
+        };
+        let written = self.insert_stored(key, stored, Some(blob.blob()), batch)?;
+        blob.referenced();
+        Ok(written)
+    }
+
+    /// Inserts or overwrites with a value as stored: `added` is the large value `value`
+    /// references if it was just written for this insert (a restored reference has none).
+    pub(crate) fn insert_stored(
+        &self,
+        key: &[u8],
+        value: Stored<'_>,
+        added: Option<&BlobRef>,
+        batch: u64,
+    ) -> Result<Written> {
         let incoming = Incoming {
             key,
-            size: entry_size(true, key.len(), value.len()),
+            size: entry_size(true, key.len(), value.bytes.len()),
         };
         loop {
             let step = self.bm.run(|mode| {
                 let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
                 let slot = self.node(frame).lower_bound(key);
-                Ok(self.put_in_leaf(frame, &mut guard, slot, key, value, batch))
+                Ok(self.put_in_leaf(frame, &mut guard, slot, key, value, added, batch))
             })?;
             match step {
                 Step::Done(written) => return Ok(written),
@@ -47,57 +61,66 @@ impl<P: Policy> BTree<P> {
 
     /// Puts `key` with `value` into the exclusively latched leaf in `frame`, at `slot` (where
     /// `lower_bound` placed the key, and whether it found it), logged as part of `batch`; or
-    /// reports that it does not fit.
+    /// reports that it does not fit. `added`: see [`Self::insert_stored`].
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn put_in_leaf(
         &self,
         frame: FrameId,
         guard: &mut ExclusiveGuard<'_>,
         (index, found): (usize, bool),
         key: &[u8],
-        value: &[u8],
+        value: Stored<'_>,
+        added: Option<&BlobRef>,
         batch: u64,
     ) -> Step {
         let leaf = self.node(frame);
         debug_assert_eq!(leaf.lower_bound(key), (index, found));
-        let same_size = found && leaf.value(index).len() == value.len();
+        let replaces_blob = found && leaf.is_blob(index);
+        let same_size =
+            found && !replaces_blob && !value.blob && leaf.value(index).len() == value.bytes.len();
         let incoming = Incoming {
             key,
-            size: entry_size(true, key.len(), value.len()),
+            size: entry_size(true, key.len(), value.bytes.len()),
         };
         if !same_size && !split::has_room(&leaf, incoming) {
             return Step::Full(frame);
         }
-        let before_value = (batch != 0 && found).then(|| leaf.value(index).to_vec());
+        let replaced =
+            (found && (batch != 0 || replaces_blob)).then(|| StoredValue::of(leaf.stored(index)));
+        let dropped = self.blob_of(replaced.as_ref());
         // A value rewritten in place logs only what changed (and in a batch, what those
         // bytes were).
         let changed = (same_size && self.bm.log().is_some())
-            .then(|| ChangedRanges::between(leaf.value(index), value))
+            .then(|| ChangedRanges::between(leaf.value(index), value.bytes))
             .flatten();
         let mut page = NodeMut::new(self.bm.page_mut(frame, guard));
         if same_size {
-            page.overwrite_value(index, value);
+            page.overwrite_value(index, value.bytes);
         } else {
             if found {
                 page.remove_at(index);
             }
-            page.insert_at(index, key, value);
+            page.insert_stored(index, key, value);
         }
         self.bm.frame(frame).set_dirty(true);
         debug_assert!(self.node(frame).used_space() <= self.bm.page_size());
-        let before = before_of(batch, &before_value);
-        let op = LeafOp::put(key, value, !found, changed.as_ref());
+        let op = LeafOp::put(key, value.bytes, value.blob, !found, changed.as_ref());
         let lsn = self.bm.log_leaf(
             frame,
             guard,
             self.root_page_id,
             batch,
             op,
-            before,
+            before_ref(batch, replaced.as_ref()),
+            BlobChange {
+                added,
+                dropped: dropped.as_ref(),
+            },
             self.keys.counter(),
         );
         Step::Done(Written {
             lsn,
-            before: before_value,
+            before: replaced.filter(|_| batch != 0),
         })
     }
 
@@ -105,7 +128,8 @@ impl<P: Policy> BTree<P> {
     /// value and may change its bytes but not its length. Runs at most once, under the leaf's
     /// exclusive latch, so updates of one key are atomic with respect to each other. Returns
     /// `None` (without calling `modify`) if the key is absent, else `modify`'s result and the
-    /// end LSN of the change's log record.
+    /// end LSN of the change's log record. A large value (stored outside its leaf) is not
+    /// rewritten in place: that fails with `ValueTooLarge` (without calling `modify`).
     pub(crate) fn update<R>(
         &self,
         key: &[u8],
@@ -113,12 +137,18 @@ impl<P: Policy> BTree<P> {
         modify: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<(R, u64)>> {
         let mut modify = Some(modify);
-        self.bm.run(|mode| {
+        let max = self.max_inline();
+        let updated = self.bm.run(|mode| {
             let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
             let leaf = self.node(frame);
             let (index, found) = leaf.lower_bound(key);
             if !found {
-                return Ok(None);
+                return Ok(Ok(None));
+            }
+            if leaf.is_blob(index) {
+                let len = crate::blob::BlobRef::decode(leaf.value(index), self.bm.page_size())
+                    .map_or(0, |blob| blob.len);
+                return Ok(Err(len));
             }
             value.clear();
             value.extend_from_slice(leaf.value(index));
@@ -132,7 +162,7 @@ impl<P: Policy> BTree<P> {
                 .and_then(|_| ChangedRanges::between(leaf.value(index), value));
             NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
             self.bm.frame(frame).set_dirty(true);
-            let op = LeafOp::put(key, value, false, changed.as_ref());
+            let op = LeafOp::put(key, value, false, false, changed.as_ref());
             let lsn = self.bm.log_leaf(
                 frame,
                 &mut guard,
@@ -140,9 +170,14 @@ impl<P: Policy> BTree<P> {
                 0,
                 op,
                 BeforeRef::Unrecorded,
+                BlobChange::default(),
                 self.keys.counter(),
             );
-            Ok(Some((result, lsn)))
+            Ok(Ok(Some((result, lsn))))
+        })?;
+        updated.map_err(|len| Error::ValueTooLarge {
+            len: usize::try_from(len).unwrap_or(usize::MAX),
+            max,
         })
     }
 
@@ -323,7 +358,7 @@ impl<P: Policy> BTree<P> {
             None,
             None,
             self.bm.reference(right),
-            std::iter::once((&separator[..], &left_word[..])),
+            std::iter::once((&separator[..], Stored::inline(&left_word[..]))),
         );
         self.bm.frame(root).set_dirty(true);
         self.bm.log_structure(

@@ -21,7 +21,8 @@
 //! the page kinds it registers with the buffer manager; [`descend`] the descents and reads,
 //! [`insert`] inserts, updates and splits (planned by [`split`]), [`remove`] removals and
 //! merges, [`remove_range`] range removals, [`conditional`] compare-and-swap and
-//! read-modify-write, [`drop`] dropping a tree, [`scan`] range scans; [`node`] the node format
+//! read-modify-write, [`drop`] dropping a tree, [`scan`] range scans, [`large`] values
+//! stored outside the leaves; [`node`] the node format
 //! (reading, validating, writing) and [`check`] the integrity checker over a whole tree on
 //! disk.
 
@@ -30,6 +31,7 @@ mod conditional;
 mod descend;
 mod drop;
 mod insert;
+mod large;
 pub(crate) mod node;
 pub(crate) mod redo;
 mod remove;
@@ -42,16 +44,18 @@ use descend::ParentAndChild;
 pub(crate) use remove_range::beyond;
 pub(crate) use scan::{LeafBatch, ScanFrom};
 
+use crate::blob::BlobRef;
 use crate::buffer::policy::Policy;
 use crate::buffer::{
-    BufferManager, ChildCheck, FrameId, FrameState, FreeGap, PageCheck, PageKind, Swip, SwipTarget,
+    BlobChange, BufferManager, ChildCheck, FrameId, FrameState, FreeGap, PageCheck, PageKind, Swip,
+    SwipTarget,
 };
 use crate::error::{Error, Result};
 use crate::io::page::PageType;
 use crate::key_count::{KeyCount, KeyCounts};
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use crate::wal::{BeforeRef, ChangedRanges, LeafOp, RangeStep};
-use node::{entry_size, Bound, Node, NodeMut};
+use node::{entry_size, Bound, Node, NodeMut, Stored};
 use split::{Incoming, Separator, SplitPlan};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -61,7 +65,49 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub(crate) struct Written {
     pub(crate) lsn: u64,
-    pub(crate) before: Option<Vec<u8>>,
+    pub(crate) before: Option<StoredValue>,
+}
+
+/// A leaf value as stored, owned (see [`Stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredValue {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) blob: bool,
+}
+
+impl StoredValue {
+    pub(crate) fn of(stored: Stored<'_>) -> StoredValue {
+        StoredValue {
+            bytes: stored.bytes.to_vec(),
+            blob: stored.blob,
+        }
+    }
+
+    pub(crate) fn as_stored(&self) -> Stored<'_> {
+        Stored {
+            bytes: &self.bytes,
+            blob: self.blob,
+        }
+    }
+}
+
+/// A large-value reference as a leaf stores it.
+pub(crate) fn stored_blob(reference: &[u8]) -> Stored<'_> {
+    Stored {
+        bytes: reference,
+        blob: true,
+    }
+}
+
+/// How a leaf change records the value it replaced: as a batch needs it to undo the change,
+/// and always when it was a large value (whose pages the change frees once committed).
+fn before_ref(batch: u64, replaced: Option<&StoredValue>) -> BeforeRef<'_> {
+    match (batch, replaced) {
+        (_, Some(value)) if value.blob => BeforeRef::Blob(&value.bytes),
+        (0, _) => BeforeRef::Unrecorded,
+        (_, None) => BeforeRef::Absent,
+        (_, Some(value)) => BeforeRef::Value(&value.bytes),
+    }
 }
 
 /// Deepest tree a descent follows (a corrupt level field cannot loop forever).

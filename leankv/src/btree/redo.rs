@@ -4,7 +4,7 @@
 //! Invariant: an image is checked as a node before anything is applied to it, and an operation
 //! that does not fit is an error, never a partial write.
 
-use super::node::{entry_size, Node, NodeMut};
+use super::node::{entry_size, max_value_size, Node, NodeMut, Stored};
 use crate::buffer::{PageMut, PageView, Swip};
 use crate::wal::Split;
 
@@ -13,8 +13,14 @@ pub(crate) fn check_image(page: &[u8]) -> Result<(), String> {
     Node::new(PageView::from_slice(page)).check_on_disk()
 }
 
-/// Puts `key` = `value` into the leaf image `page` (checked by [`check_image`]).
-pub(crate) fn redo_put(page: &mut [u8], key: &[u8], value: &[u8]) -> Result<(), String> {
+/// Puts `key` = `value` (a large-value reference if `blob`) into the leaf image `page`
+/// (checked by [`check_image`]).
+pub(crate) fn redo_put(
+    page: &mut [u8],
+    key: &[u8],
+    value: &[u8],
+    blob: bool,
+) -> Result<(), String> {
     let node = Node::new(PageView::from_slice(page));
     if !node.is_leaf() {
         return Err("a leaf operation on an inner node".into());
@@ -22,8 +28,11 @@ pub(crate) fn redo_put(page: &mut [u8], key: &[u8], value: &[u8]) -> Result<(), 
     if !node.covers(key, super::node::Bound::AtLeast) {
         return Err("a leaf operation on a key outside the leaf's fences".into());
     }
+    if value.len() > max_value_size(node.page_len()) {
+        return Err("a logged value longer than a leaf holds".into());
+    }
     let (index, found) = node.lower_bound(key);
-    if found && node.value(index).len() == value.len() {
+    if found && !blob && !node.is_blob(index) && node.value(index).len() == value.len() {
         NodeMut::new(PageMut::from_slice(page)).overwrite_value(index, value);
         return Ok(());
     }
@@ -35,7 +44,7 @@ pub(crate) fn redo_put(page: &mut [u8], key: &[u8], value: &[u8]) -> Result<(), 
     if found {
         leaf.remove_at(index);
     }
-    leaf.insert_at(index, key, value);
+    leaf.insert_stored(index, key, Stored { bytes: value, blob });
     Ok(())
 }
 
@@ -64,7 +73,7 @@ pub(crate) fn redo_patch(
         return Err("a leaf operation on an inner node".into());
     }
     let (index, found) = node.lower_bound(key);
-    if !found || node.value(index).len() != value_len {
+    if !found || node.is_blob(index) || node.value(index).len() != value_len {
         return Err("a logged patch of a value that is not there".into());
     }
     let mut value = node.value(index).to_vec();

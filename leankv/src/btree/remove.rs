@@ -52,22 +52,27 @@ impl<P: Policy> BTree<P> {
     ) -> Removal {
         let leaf = self.node(frame);
         debug_assert_eq!(leaf.lower_bound(key), (index, true));
-        let before_value = (batch != 0).then(|| leaf.value(index).to_vec());
+        let replaced =
+            (batch != 0 || leaf.is_blob(index)).then(|| StoredValue::of(leaf.stored(index)));
+        let dropped = self.blob_of(replaced.as_ref());
         NodeMut::new(self.bm.page_mut(frame, guard)).remove_at(index);
         self.bm.frame(frame).set_dirty(true);
-        let before = insert::before_of(batch, &before_value);
         let lsn = self.bm.log_leaf(
             frame,
             guard,
             self.root_page_id,
             batch,
             LeafOp::Remove { key },
-            before,
+            before_ref(batch, replaced.as_ref()),
+            BlobChange {
+                added: None,
+                dropped: dropped.as_ref(),
+            },
             self.keys.counter(),
         );
         let written = Written {
             lsn,
-            before: before_value,
+            before: replaced.filter(|_| batch != 0),
         };
         if frame != self.root() && underfull(&self.node(frame), self.bm.page_size()) {
             return Removal::Merge(written, frame);
@@ -172,7 +177,7 @@ impl<P: Policy> BTree<P> {
         let leaf = left_node.is_leaf();
         let merged_entries = || left_node.entries(0..left_node.count());
         let upper_word = left_node.child_word(left_node.count()).to_le_bytes();
-        let bridge = (!leaf).then_some((separator, &upper_word[..]));
+        let bridge = (!leaf).then_some((separator, Stored::inline(&upper_word[..])));
         let size = Node::size_of(
             leaf,
             left_node.lower_fence(),

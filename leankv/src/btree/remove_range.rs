@@ -142,7 +142,7 @@ impl<P: Policy> BTree<P> {
             let mut merge = Vec::new();
             let removed = self.remove_in_leaf(leaf, &mut guard, from, end, &mut merge);
             let through = self.node(leaf).upper_fence().map(<[u8]>::to_vec);
-            self.log_progress(&mut [], &[], removal, 0, from, &through);
+            self.log_progress(&mut [], &[], &[], removal, 0, from, &through);
             return Ok(StepDone {
                 removed,
                 through,
@@ -157,6 +157,8 @@ impl<P: Policy> BTree<P> {
         // The leaves wholly inside: (child index, frame, guard, keys).
         let mut whole: Vec<(usize, FrameId, ExclusiveGuard<'_>)> = Vec::new();
         let mut whole_keys = 0;
+        // The large values the leaves wholly inside reference: freed with them.
+        let mut blobs = Vec::new();
         let mut through = None;
         let mut processed = false;
         let first = node.search(probe, bound);
@@ -219,6 +221,7 @@ impl<P: Policy> BTree<P> {
                     }
                 }
                 whole_keys += leaf.count() as u64;
+                self.collect_blobs(&leaf, &mut blobs);
                 whole.push((index, child, guard));
             } else {
                 removed += self.remove_in_leaf(child, &mut guard, from, end, &mut merge);
@@ -264,15 +267,15 @@ impl<P: Policy> BTree<P> {
             if last > first {
                 self.cut_out(parent, &mut parent_guard, first, last);
                 self.bm.frame(parent).set_dirty(true);
-                let mut changed = [(parent, &mut parent_guard), (kept, &mut kept_guard)];
-                self.log_progress(&mut changed, &freed, removal, whole_keys, from, &through);
+                let changed = &mut [(parent, &mut parent_guard), (kept, &mut kept_guard)];
+                self.log_progress(changed, &freed, &blobs, removal, whole_keys, from, &through);
             } else {
-                let mut changed = [(kept, &mut kept_guard)];
-                self.log_progress(&mut changed, &freed, removal, whole_keys, from, &through);
+                let changed = &mut [(kept, &mut kept_guard)];
+                self.log_progress(changed, &freed, &blobs, removal, whole_keys, from, &through);
             }
             drop(kept_guard);
         } else {
-            self.log_progress(&mut [], &[], removal, 0, from, &through);
+            self.log_progress(&mut [], &[], &[], removal, 0, from, &through);
         }
         // A parent left with one child (by this step or, after a crash, an earlier one) merges
         // with a sibling, or the tree keeps a chain of single children.
@@ -348,7 +351,9 @@ impl<P: Policy> BTree<P> {
             .enumerate()
             .filter_map(|(index, entry)| match index {
                 index if index < first || index > last => Some(entry),
-                index if index == first && last < count => Some((node.key(last), &kept_word[..])),
+                index if index == first && last < count => {
+                    Some((node.key(last), Stored::inline(&kept_word[..])))
+                }
                 _ => None,
             });
         NodeMut::new(self.bm.page_mut(parent, guard)).rebuild(
@@ -395,12 +400,15 @@ impl<P: Policy> BTree<P> {
         last.saturating_sub(first) as u64
     }
 
-    /// Logs a step of removal `removal` (the pages it changed and freed, the `keys` of the
-    /// leaves it cut out), and takes those keys off the tree's count.
+    /// Logs a step of removal `removal` (the pages it changed and freed, the large values
+    /// their leaves referenced, the `keys` of the leaves it cut out), and takes those keys
+    /// off the tree's count.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn log_progress(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
+        blobs: &[BlobRef],
         removal: u64,
         keys: u64,
         from: &RangeBound<Vec<u8>>,
@@ -414,6 +422,6 @@ impl<P: Policy> BTree<P> {
             through: through.clone(),
         };
         self.bm
-            .log_range_step(changed, freed, &step, self.keys.counter());
+            .log_range_step(changed, freed, blobs, &step, self.keys.counter());
     }
 }

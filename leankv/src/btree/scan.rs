@@ -17,8 +17,9 @@ use super::*;
 pub(crate) struct LeafBatch {
     /// Keys and values, back to back.
     bytes: Vec<u8>,
-    /// Key and value length of each entry, in order.
-    lengths: Vec<(usize, usize)>,
+    /// Key and value length of each entry, in order, and whether the value is a large-value
+    /// reference.
+    lengths: Vec<(usize, usize, bool)>,
     /// The range's end was reached inside this leaf.
     pub(crate) stopped: bool,
     /// The entry limit was reached before the leaf's end: continue after the last entry.
@@ -234,14 +235,15 @@ impl LeafBatch {
                 self.stopped = true;
                 break;
             }
-            self.push(key, leaf.value(index));
+            self.push(key, leaf.stored(index));
         }
     }
 
-    fn push(&mut self, key: &[u8], value: &[u8]) {
+    fn push(&mut self, key: &[u8], value: Stored<'_>) {
         self.bytes.extend_from_slice(key);
-        self.bytes.extend_from_slice(value);
-        self.lengths.push((key.len(), value.len()));
+        self.bytes.extend_from_slice(value.bytes);
+        self.lengths
+            .push((key.len(), value.bytes.len(), value.blob));
     }
 
     fn set_fence(&mut self, fence: Option<&[u8]>) {
@@ -263,20 +265,21 @@ impl LeafBatch {
         self.fence.as_deref()
     }
 
-    /// The entries, in the order read (descending going backward).
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    /// The entries, in the order read (descending going backward), with their values as
+    /// stored (see [`BTree::scanned_value`] for large ones).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&[u8], Stored<'_>)> {
         let mut at = 0;
-        self.lengths.iter().map(move |&(key_len, value_len)| {
+        self.lengths.iter().map(move |&(key_len, value_len, blob)| {
             let key = &self.bytes[at..at + key_len];
-            let value = &self.bytes[at + key_len..at + key_len + value_len];
+            let bytes = &self.bytes[at + key_len..at + key_len + value_len];
             at += key_len + value_len;
-            (key, value)
+            (key, Stored { bytes, blob })
         })
     }
 
     /// The last entry's key (the smallest going backward).
     pub(crate) fn last_key(&self) -> Option<&[u8]> {
-        let &(key_len, value_len) = self.lengths.last()?;
+        let &(key_len, value_len, _) = self.lengths.last()?;
         let start = self.bytes.len() - key_len - value_len;
         Some(&self.bytes[start..start + key_len])
     }

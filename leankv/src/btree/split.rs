@@ -171,7 +171,7 @@ pub(crate) fn plan(node: &Node<'_>, incoming: Incoming<'_>) -> Option<SplitPlan>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::btree::node::{entry_size, max_key_size, max_value_size, NodeMut};
+    use crate::btree::node::{entry_size, max_key_size, max_value_size, NodeMut, Stored};
     use crate::buffer::{PageMut, PageView};
 
     const PAGE_SIZES: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
@@ -218,7 +218,7 @@ mod tests {
             ),
         ]
         .map(|(lower, upper, range)| {
-            let mut entries: Vec<(&[u8], &[u8])> = node
+            let mut entries: Vec<(&[u8], Stored)> = node
                 .entries(range)
                 .filter(|(k, _)| !(replaces && *k == key))
                 .collect();
@@ -226,7 +226,7 @@ mod tests {
         });
         let side = if key <= separator { 0 } else { 1 };
         let at = halves[side].2.partition_point(|(k, _)| *k < key);
-        halves[side].2.insert(at, (key, &value));
+        halves[side].2.insert(at, (key, Stored::inline(&value)));
         for (lower, upper, entries) in halves {
             let size = Node::size_of(true, lower, upper, entries.iter().copied());
             assert!(size <= node.page_len(), "half of {size} bytes");

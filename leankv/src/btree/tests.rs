@@ -15,6 +15,7 @@ fn tree_with_small_pool<P: Policy>() -> BTree<P> {
         background_writer: false,
         pool_file: None,
         prefetch_depth: 0,
+        generation: 1,
     };
     let bm = BufferManager::new(
         Arc::new(MemoryStorage::new()),

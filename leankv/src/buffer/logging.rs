@@ -19,7 +19,18 @@
 
 use super::policy::Policy;
 use super::*;
+use crate::blob::BlobRef;
 use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, RangeStep, Split};
+
+/// The large values a leaf operation starts or stops referencing (see `buffer/blob.rs`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BlobChange<'a> {
+    /// Written for this operation: its extents are described by the operation's record.
+    pub(crate) added: Option<&'a BlobRef>,
+    /// The value the operation replaced or removed: an operation on its own (batch 0) frees
+    /// it with its record; a batch frees it with its commit ([`BufferManager::commit`]).
+    pub(crate) dropped: Option<&'a BlobRef>,
+}
 use std::sync::atomic::{AtomicU64, Ordering};
 
 impl<P: Policy> BufferManager<P> {
@@ -39,17 +50,24 @@ impl<P: Policy> BufferManager<P> {
         batch: u64,
         op: LeafOp<'_>,
         before: BeforeRef<'_>,
+        blobs: BlobChange<'_>,
         keys: &AtomicU64,
     ) -> u64 {
+        let dropped = blobs.dropped.filter(|_| batch == 0);
         let Some(log) = &self.log else {
             op.count_keys(keys);
+            if let Some(dropped) = dropped {
+                self.page_ids.lock().release_extents(&dropped.extents, 0);
+            }
             return 0;
         };
         let page_id = self.frame(frame).page_id();
         let page_lsn = page_format::lsn(self.page(frame).all());
         // A page no record described yet is described now, under the page-id lock (see the
-        // module notes); every page is described at creation, so this is a safeguard.
-        let ids = (page_lsn == 0).then(|| self.page_ids.lock());
+        // module notes); every page is described at creation, so this is a safeguard. Large
+        // values the record references or frees change allocation with it, under the lock.
+        let ids = (page_lsn == 0 || blobs.added.is_some() || dropped.is_some())
+            .then(|| self.page_ids.lock());
         let change = LeafChange {
             page_id,
             tree,
@@ -61,6 +79,12 @@ impl<P: Policy> BufferManager<P> {
         let end = log.append_leaf(change, page_lsn, self.page_size(), &mut fill, keys);
         if let Some(mut ids) = ids {
             ids.logged(page_id);
+            if let Some(added) = blobs.added {
+                ids.extents_logged(&added.extents);
+            }
+            if let Some(dropped) = dropped {
+                ids.release_extents(&dropped.extents, end);
+            }
         }
         self.page_mut(frame, guard)
             .set_u64(page_format::LSN_OFFSET, end);
@@ -75,25 +99,45 @@ impl<P: Policy> BufferManager<P> {
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
     ) {
-        self.log_structure_record(changed, freed, Shape::Images, None);
+        self.log_structure_record(changed, freed, &[], Shape::Images, None);
     }
 
     /// Logs a step of a range removal as one record: `step`, the images of the pages in
-    /// `changed` and the ids of the pages in `freed` (all latched exclusively by the caller,
-    /// the freed ones deleted by it afterwards). The tree's key count `keys` loses `step.keys`
-    /// as the record is appended (or at once, without a log).
+    /// `changed`, the ids of the pages in `freed` (all latched exclusively by the caller, the
+    /// freed ones deleted by it afterwards) and of the large values `blobs` the freed leaves
+    /// referenced, which are freed with the record. The tree's key count `keys` loses
+    /// `step.keys` as the record is appended (or at once, without a log).
     pub(crate) fn log_range_step(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
+        blobs: &[BlobRef],
         step: &RangeStep,
         keys: &AtomicU64,
     ) {
         if self.log.is_none() {
             keys.fetch_sub(step.keys, Ordering::Relaxed);
+            let mut ids = self.page_ids.lock();
+            for blob in blobs {
+                ids.release_extents(&blob.extents, 0);
+            }
             return;
         }
-        self.log_structure_record(changed, freed, Shape::RangeStep(step), Some(keys));
+        self.log_structure_record(changed, freed, blobs, Shape::RangeStep(step), Some(keys));
+    }
+
+    /// Appends batch `batch`'s commit record, which frees the large values `dropped` its
+    /// changes replaced or removed; returns its end LSN.
+    pub(crate) fn commit(&self, log: &Log, batch: u64, dropped: &[BlobRef]) -> u64 {
+        if dropped.is_empty() {
+            return log.append(|writer, _| writer.commit(batch)).1;
+        }
+        let mut ids = self.page_ids.lock();
+        let end = log.append(|writer, _| writer.commit(batch)).1;
+        for blob in dropped {
+            ids.release_extents(&blob.extents, end);
+        }
+        end
     }
 
     /// Logs a node split: `changed` holds the new page with the left part, the node split
@@ -117,12 +161,12 @@ impl<P: Policy> BufferManager<P> {
             right_start,
             separator: separator.to_vec(),
         };
-        self.log_structure_record(changed, &[], Shape::Split(split), None);
+        self.log_structure_record(changed, &[], &[], Shape::Split(split), None);
     }
 
     /// Logs the creation of a tree whose root (new, latched by `guard`) is in `frame`.
     pub(crate) fn log_new_tree(&self, frame: FrameId, guard: &mut ExclusiveGuard<'_>) {
-        self.log_structure_record(&mut [(frame, guard)], &[], Shape::NewTree, None);
+        self.log_structure_record(&mut [(frame, guard)], &[], &[], Shape::NewTree, None);
     }
 
     /// Frees `page_id`, which nothing references any more, by a record of its own (recovery
@@ -142,11 +186,13 @@ impl<P: Policy> BufferManager<P> {
 
     /// Logs a structural change as `shape` says: a split logically if recovery will hold
     /// every changed page but the first, else (and every other shape) with the images of all
-    /// changed pages. A range step's keys leave the count `keys` under the log's mutex.
+    /// changed pages. A range step's keys leave the count `keys` under the log's mutex; the
+    /// large values `blobs` are freed with the record.
     fn log_structure_record(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
+        blobs: &[BlobRef],
         shape: Shape<'_>,
         keys: Option<&AtomicU64>,
     ) {
@@ -154,10 +200,11 @@ impl<P: Policy> BufferManager<P> {
             return;
         };
         let mut ids = self.page_ids.lock();
-        let freed_ids: Vec<u64> = freed.iter().map(|&f| self.frame(f).page_id()).collect();
+        let mut freed_ids: Vec<u64> = freed.iter().map(|&f| self.frame(f).page_id()).collect();
         for &page_id in &freed_ids {
             ids.free_logged(page_id);
         }
+        freed_ids.extend(blobs.iter().flat_map(BlobRef::page_ids));
         let pages: Vec<(u64, FrameId)> = changed
             .iter()
             .map(|(frame, _)| (self.frame(*frame).page_id(), *frame))
@@ -194,6 +241,9 @@ impl<P: Policy> BufferManager<P> {
         });
         for (page_id, _) in &pages {
             ids.logged(*page_id);
+        }
+        for blob in blobs {
+            ids.release_extents(&blob.extents, end);
         }
         drop(ids);
         for (frame, guard) in changed.iter_mut() {

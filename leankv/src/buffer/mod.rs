@@ -30,6 +30,7 @@
 
 mod access;
 mod allocation;
+mod blob;
 mod cooling;
 mod epoch;
 mod eviction;
@@ -48,14 +49,16 @@ mod translation;
 mod write_back;
 mod writer;
 
+pub(crate) use blob::NewBlob;
 pub(crate) use frame::{Frame, FrameId, FrameState, FRAME_HEADER_AREA};
+pub(crate) use logging::BlobChange;
 pub(crate) use page::{PageMut, PageView};
 pub(crate) use page_ids::{load_free_list, save_free_list};
 pub(crate) use stats::{Counter, COUNTER_COUNT};
 pub(crate) use swip::{Swip, SwipTarget};
 
 use crate::error::{Error, Result};
-use crate::io::page::{self as page_format, PageType};
+use crate::io::page::{self as page_format, PageType, PAGE_HEADER_SIZE};
 use crate::io::{AlignedBuf, IoMode, Storage};
 use crate::sync::{Attempt, Event, ExclusiveGuard, LatchMode, Restart};
 use cooling::{CoolingStage, InFlightRead};
@@ -120,6 +123,8 @@ pub(crate) struct BufferConfig {
     pub(crate) pool_file: Option<std::path::PathBuf>,
     /// Most leaves a scan reads ahead (0: no prefetching).
     pub(crate) prefetch_depth: usize,
+    /// The log generation of this open: large values' ids start from it (see `blob`).
+    pub(crate) generation: u32,
 }
 
 /// The buffer manager. Shared through `Arc`; all methods take `&self`. `P` chooses the
@@ -138,6 +143,7 @@ pub(crate) struct BufferManager<P: Policy> {
     /// Frames `fresh..frames` have never been used (and cost no memory yet).
     fresh: AtomicU32,
     page_ids: Mutex<PageIds>,
+    blob_ids: blob::BlobIds,
     kinds: [Option<PageKind>; PageType::COUNT],
     cooling_target: usize,
     /// Notified whenever a page write ends (its frame's `writing` claim is released).
@@ -201,6 +207,7 @@ impl<P: Policy> BufferManager<P> {
             deleted_while_writing: Mutex::new(Vec::new()),
             fresh: AtomicU32::new(0),
             page_ids: Mutex::new(PageIds::new(page_count, free_pages, log.is_some())),
+            blob_ids: blob::BlobIds::new(config.generation),
             kinds: kinds_by_type,
             cooling_target,
             writes_finished: Event::default(),

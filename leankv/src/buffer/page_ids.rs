@@ -14,9 +14,11 @@
 //! Invariant: a page id is either below the high-water mark and in use, below it and in the
 //! free list, or not yet allocated; never two of these.
 
+use crate::blob::{Extent, MIN_EXTENT_PAGES};
 use crate::error::{Error, Result};
 use crate::io::page::{self as page_format, PageType, PAGE_HEADER_SIZE};
 use crate::io::{AlignedBuf, Storage};
+use std::collections::{BTreeMap, VecDeque};
 
 const NEXT_OFFSET: usize = PAGE_HEADER_SIZE;
 const COUNT_OFFSET: usize = PAGE_HEADER_SIZE + 8;
@@ -25,33 +27,179 @@ const IDS_OFFSET: usize = PAGE_HEADER_SIZE + 16;
 pub(crate) struct PageIds {
     /// Next never-used page id (page 0 is the superblock).
     next: u64,
+    /// Free single pages, taken first by tree pages.
     free: Vec<u64>,
+    /// Free runs of consecutive pages (first page, length), coalesced: where large values'
+    /// extents come from, and tree pages once `free` is empty.
+    runs: BTreeMap<u64, u64>,
     /// With a log: pages allocated that no log record describes yet.
     unlogged: Option<rustc_hash::FxHashSet<u64>>,
+    /// With a log: large-value extents allocated that no log record describes yet.
+    unlogged_extents: Vec<Extent>,
     /// With a log: pages a logged record freed whose frames are not yet deleted (still
     /// resident, so not yet to be handed out again).
     freeing: rustc_hash::FxHashSet<u64>,
+    /// Large-value extents freed by the record ending at the LSN beside them, in log order:
+    /// handed out again only once that LSN is durable, because a large value's pages are
+    /// written before its record without waiting for the log (see `blob`), and must not land
+    /// on pages that a crash could make referenced again.
+    released: VecDeque<(u64, Extent)>,
 }
 
 impl PageIds {
-    pub(crate) fn new(page_count: u64, free: Vec<u64>, logged: bool) -> Self {
-        PageIds {
+    pub(crate) fn new(page_count: u64, mut free: Vec<u64>, logged: bool) -> Self {
+        // Consecutive free pages become runs again (the lists on disk are flat).
+        free.sort_unstable_by(|a, b| b.cmp(a));
+        let mut ids = PageIds {
             next: page_count.max(1),
-            free,
+            free: Vec::new(),
+            runs: BTreeMap::new(),
             unlogged: logged.then(Default::default),
+            unlogged_extents: Vec::new(),
             freeing: Default::default(),
+            released: VecDeque::new(),
+        };
+        while let Some(first) = free.pop() {
+            let mut pages = 1;
+            while free.last() == Some(&(first + pages)) {
+                free.pop();
+                pages += 1;
+            }
+            if pages == 1 {
+                ids.free.push(first);
+            } else {
+                ids.add_run(first, pages);
+            }
         }
+        ids
     }
 
     pub(crate) fn allocate(&mut self) -> u64 {
-        let page_id = self.free.pop().unwrap_or_else(|| {
-            self.next += 1;
-            self.next - 1
-        });
+        let page_id = match self.free.pop() {
+            Some(page_id) => page_id,
+            None => match self.runs.pop_first() {
+                Some((first, pages)) => {
+                    if pages > 1 {
+                        self.runs.insert(first + 1, pages - 1);
+                    }
+                    first
+                }
+                None => {
+                    self.next += 1;
+                    self.next - 1
+                }
+            },
+        };
         if let Some(unlogged) = &mut self.unlogged {
             unlogged.insert(page_id);
         }
         page_id
+    }
+
+    /// Extents holding `pages` pages for a large value, at most `max_extents` of them: the
+    /// smallest free run that holds the rest, else the largest free run if it is not shorter
+    /// than `MIN_EXTENT_PAGES`, else pages from the end of the file. Extents freed by records
+    /// up to `durable` (the log's durable LSN) are free again first.
+    pub(crate) fn allocate_extents(
+        &mut self,
+        pages: u64,
+        max_extents: usize,
+        durable: u64,
+    ) -> Vec<Extent> {
+        debug_assert!(pages > 0 && max_extents > 0);
+        self.reclaim(durable);
+        let mut extents = Vec::new();
+        let mut left = pages;
+        while left > 0 && extents.len() + 1 < max_extents {
+            let fitting = self
+                .runs
+                .iter()
+                .filter(|(_, &len)| len >= left)
+                .min_by_key(|(_, &len)| len);
+            let (first, len) = match fitting {
+                Some((&first, &len)) => (first, len),
+                None => match self.runs.iter().max_by_key(|(_, &len)| len) {
+                    Some((&first, &len)) if len >= MIN_EXTENT_PAGES => (first, len),
+                    _ => break,
+                },
+            };
+            let take = len.min(left);
+            self.runs.remove(&first);
+            if take < len {
+                self.runs.insert(first + take, len - take);
+            }
+            extents.push(Extent { first, pages: take });
+            left -= take;
+        }
+        if left > 0 {
+            extents.push(Extent {
+                first: self.next,
+                pages: left,
+            });
+            self.next += left;
+        }
+        if self.unlogged.is_some() {
+            self.unlogged_extents.extend(&extents);
+        }
+        extents
+    }
+
+    /// A log record now describes the large value in `extents`.
+    pub(crate) fn extents_logged(&mut self, extents: &[Extent]) {
+        self.unlogged_extents
+            .retain(|extent| !extents.contains(extent));
+    }
+
+    /// Frees the extents of a large value that no record ever described (its write failed, or
+    /// its operation did not happen).
+    pub(crate) fn free_unlogged_extents(&mut self, extents: &[Extent]) {
+        self.extents_logged(extents);
+        for extent in extents {
+            self.add_run(extent.first, extent.pages);
+        }
+    }
+
+    /// Frees the extents of a large value that the record ending at `lsn` stopped
+    /// referencing: free at once for a checkpoint's snapshot, handed out again once `lsn` is
+    /// durable (see `released`). Without a log (`lsn` 0) free at once.
+    pub(crate) fn release_extents(&mut self, extents: &[Extent], lsn: u64) {
+        if self.unlogged.is_none() {
+            for extent in extents {
+                self.add_run(extent.first, extent.pages);
+            }
+            return;
+        }
+        debug_assert!(self.released.back().is_none_or(|&(last, _)| last <= lsn));
+        self.released
+            .extend(extents.iter().map(|&extent| (lsn, extent)));
+    }
+
+    /// Frees the released extents whose records are durable up to `durable`.
+    fn reclaim(&mut self, durable: u64) {
+        while let Some(&(lsn, extent)) = self.released.front() {
+            if lsn > durable {
+                break;
+            }
+            self.released.pop_front();
+            self.add_run(extent.first, extent.pages);
+        }
+    }
+
+    /// Adds a free run, joined with the runs right before and after it.
+    fn add_run(&mut self, mut first: u64, mut pages: u64) {
+        debug_assert!(self.is_allocated(first) && self.is_allocated(first + pages - 1));
+        if let Some((&before, &len)) = self.runs.range(..first).next_back() {
+            debug_assert!(before + len <= first, "run {first}+{pages} freed twice");
+            if before + len == first {
+                self.runs.remove(&before);
+                first = before;
+                pages += len;
+            }
+        }
+        if let Some(len) = self.runs.remove(&(first + pages)) {
+            pages += len;
+        }
+        self.runs.insert(first, pages);
     }
 
     /// A log record now describes `page_id`.
@@ -94,9 +242,10 @@ impl PageIds {
     /// Page count and free pages for a checkpoint record: pages being freed and pages no
     /// record describes yet count as free.
     pub(crate) fn snapshot_for_log(&self) -> (u64, Vec<u64>) {
-        let mut free = self.free.clone();
+        let mut free = self.free_pages();
         free.extend(self.unlogged.iter().flatten());
         free.extend(&self.freeing);
+        free.extend(self.unlogged_extents.iter().flat_map(|e| e.page_ids()));
         (self.next, free)
     }
 
@@ -114,8 +263,21 @@ impl PageIds {
         self.next
     }
 
-    pub(crate) fn free_pages(&self) -> &[u64] {
-        &self.free
+    /// The free pages: single, in runs, and in released extents (free once the log is
+    /// durable, as it is at a clean close).
+    pub(crate) fn free_pages(&self) -> Vec<u64> {
+        let mut free = self.free.clone();
+        free.extend(
+            self.runs
+                .iter()
+                .flat_map(|(&first, &pages)| first..first + pages),
+        );
+        free.extend(
+            self.released
+                .iter()
+                .flat_map(|(_, extent)| extent.page_ids()),
+        );
+        free
     }
 
     /// Pages a logged record freed that are not handed out yet (see [`Self::free_logged`]).
@@ -263,6 +425,90 @@ mod tests {
         assert_ne!(ids.allocate(), page);
         ids.free_deleted(page);
         assert_eq!(ids.allocate(), page);
+    }
+
+    #[test]
+    fn large_values_take_runs_that_are_free_and_durably_released() {
+        // Pages 10..40 free in one run (the flat list from disk is coalesced), 50 alone.
+        let free: Vec<u64> = (10..40).chain([50]).collect();
+        let mut ids = PageIds::new(100, free, true);
+        let fits = ids.allocate_extents(20, 8, 0);
+        assert_eq!(
+            fits,
+            [Extent {
+                first: 10,
+                pages: 20
+            }]
+        );
+        // Too long for the run left (10 pages, below the minimum extent): the file grows.
+        let grown = ids.allocate_extents(30, 8, 0);
+        assert_eq!(
+            grown,
+            [Extent {
+                first: 100,
+                pages: 30
+            }]
+        );
+        ids.extents_logged(&fits);
+        ids.extents_logged(&grown);
+        // Released at LSN 500: free in a checkpoint's snapshot at once, reused once durable.
+        ids.release_extents(&fits, 500);
+        assert!(ids.snapshot_for_log().1.contains(&15));
+        assert_eq!(ids.allocate_extents(20, 8, 499)[0].first, 130);
+        let reused = ids.allocate_extents(30, 8, 500);
+        // The released 20 pages joined the free 10 after them: one run of 30.
+        assert_eq!(
+            reused,
+            [Extent {
+                first: 10,
+                pages: 30
+            }]
+        );
+        // Tree pages take single free pages first, then runs.
+        assert_eq!(ids.allocate(), 50);
+        ids.free_unlogged_extents(&reused);
+        assert_eq!(ids.allocate(), 10);
+        assert_eq!(ids.allocate(), 11);
+    }
+
+    #[test]
+    fn a_value_longer_than_any_run_is_spread_over_few_extents() {
+        // Runs of 16, 32 and 3 pages: the large ones are taken, the short one is not.
+        let free: Vec<u64> = (10..26).chain(30..62).chain(70..73).collect();
+        let mut ids = PageIds::new(100, free, false);
+        let extents = ids.allocate_extents(60, 8, 0);
+        assert_eq!(
+            extents,
+            [
+                Extent {
+                    first: 30,
+                    pages: 32
+                },
+                Extent {
+                    first: 10,
+                    pages: 16
+                },
+                Extent {
+                    first: 100,
+                    pages: 12
+                }
+            ]
+        );
+        // At most `max_extents`: the rest comes from the end of the file in one piece.
+        let mut ids = PageIds::new(100, (10..26).chain(30..62).collect(), false);
+        assert_eq!(
+            ids.allocate_extents(60, 2, 0),
+            [
+                Extent {
+                    first: 30,
+                    pages: 32
+                },
+                Extent {
+                    first: 100,
+                    pages: 28
+                }
+            ]
+        );
     }
 
     #[test]

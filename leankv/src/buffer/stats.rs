@@ -29,6 +29,10 @@ pub(crate) enum Counter {
     PrefetchReads,
     /// Leaves a scan brought into memory and handed straight back to the cooling stage.
     ScanCooled,
+    /// Bytes of large values written to their own pages.
+    BlobBytesWritten,
+    /// Bytes of large values read from their own pages.
+    BlobBytesRead,
 }
 
-pub(crate) const COUNTER_COUNT: usize = 11;
+pub(crate) const COUNTER_COUNT: usize = 13;

@@ -41,6 +41,7 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
         background_writer: writer,
         pool_file: None,
         prefetch_depth: 0,
+        generation: 1,
     };
     BufferManager::new(
         storage,

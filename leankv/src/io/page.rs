@@ -33,16 +33,19 @@ pub(crate) enum PageType {
     BTreeLeaf = 1,
     BTreeInner = 2,
     FreeList = 3,
+    /// A page of a large value (see `blob`).
+    Blob = 4,
 }
 
 impl PageType {
-    pub(crate) const COUNT: usize = 4;
+    pub(crate) const COUNT: usize = 5;
 
     pub(crate) fn from_byte(byte: u8) -> Option<PageType> {
         match byte {
             1 => Some(PageType::BTreeLeaf),
             2 => Some(PageType::BTreeInner),
             3 => Some(PageType::FreeList),
+            4 => Some(PageType::Blob),
             _ => None,
         }
     }

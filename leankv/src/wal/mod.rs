@@ -123,6 +123,13 @@ struct State {
 
 struct Inner {
     files: [Arc<dyn Storage>; 2],
+    /// The page file: synced before the log is written past a large value's record (see
+    /// `data_written`).
+    data_file: Arc<dyn Storage>,
+    /// Large values written to the page file so far, and how many of them a sync of it
+    /// covers (the writer's alone).
+    data_writes: AtomicU64,
+    data_synced: AtomicU64,
     config: LogConfig,
     state: Mutex<State>,
     /// Wakes the writer thread.
@@ -156,6 +163,7 @@ impl Log {
     /// `end.offset`) with a new `generation`; `checkpoint` is the last completed checkpoint.
     pub(crate) fn start(
         files: [Arc<dyn Storage>; 2],
+        data_file: Arc<dyn Storage>,
         config: LogConfig,
         end: LogEnd,
         checkpoint: LogPosition,
@@ -163,6 +171,9 @@ impl Log {
     ) -> Result<Log> {
         let inner = Arc::new(Inner {
             files,
+            data_file,
+            data_writes: AtomicU64::new(0),
+            data_synced: AtomicU64::new(0),
             config,
             state: Mutex::new(State {
                 open: None,
@@ -323,6 +334,18 @@ impl Log {
             Some(reason) => Err(log_failed(reason)),
             None => Ok(()),
         }
+    }
+
+    /// How far the log is durable.
+    pub(crate) fn durable(&self) -> u64 {
+        self.inner.durable.load(Ordering::Acquire)
+    }
+
+    /// A large value has been written to the page file (not synced) and a record referencing
+    /// it will follow: no log write after that record's append may reach the file before the
+    /// page file is synced, or a crash could keep the reference and lose the value.
+    pub(crate) fn data_written(&self) {
+        self.inner.data_writes.fetch_add(1, Ordering::Release);
     }
 
     /// The current end of the log.
@@ -577,7 +600,11 @@ impl Inner {
                 self.sync_armed.store(false, Ordering::Release);
             }
             drop(state);
-            let outcome = self.write_chunks(&chunks, &mut buffer, &mut tail, &mut unsynced, sync);
+            // Every large value a record in these chunks references was written before the
+            // record was appended, so before the chunks were taken: sync them first.
+            let outcome = self.sync_data().and_then(|()| {
+                self.write_chunks(&chunks, &mut buffer, &mut tail, &mut unsynced, sync)
+            });
             state = self.state.lock();
             for mut chunk in chunks {
                 if state.spare.len() < SPARE_CHUNKS && chunk.bytes.capacity() <= 2 * CHUNK_CAPACITY
@@ -599,6 +626,16 @@ impl Inner {
             }
             self.progress.notify_all();
         }
+    }
+
+    /// Syncs the page file if large values were written to it since its last sync here.
+    fn sync_data(&self) -> std::io::Result<()> {
+        let written = self.data_writes.load(Ordering::Acquire);
+        if written > self.data_synced.load(Ordering::Relaxed) {
+            self.data_file.sync()?;
+            self.data_synced.store(written, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Writes `chunks` as whole sectors (the partial last sector of a file again, from

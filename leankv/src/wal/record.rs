@@ -35,7 +35,8 @@
 //!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
 //!
 //! Leaf payload: `[flags u8: bit 0 image follows, bits 1-2 before tag (0 unrecorded, 1
-//! absent, 2 value), bit 3 (puts) the key was absent][page id][tree][batch][key len][key]`, then for `Put` `[value len][value]`,
+//! absent, 2 value), bit 3 (puts) the key was absent, bit 4 (puts) the value is a
+//! large-value reference, bit 5 the value before is one][page id][tree][batch][key len][key]`, then for `Put` `[value len][value]`,
 //! for `Patch` `[value len][range count]` and per range `[gap from the previous range's
 //! end][len][bytes]` and, in a batch (before tag 3), the range's old bytes; then the before
 //! value (`[len][bytes]`) if tagged 2, then the image.
@@ -71,6 +72,10 @@ pub(super) const BOUND_EXCLUDED: u8 = 2;
 pub(super) const FLAG_IMAGE: u8 = 1;
 /// A put of a key that was absent: it adds to its tree's key count.
 pub(super) const FLAG_ADDED: u8 = 1 << 3;
+/// A put whose value is a large-value reference (see `crate::blob`).
+pub(super) const FLAG_BLOB: u8 = 1 << 4;
+/// The recorded value before (tag 2) is a large-value reference.
+pub(super) const FLAG_BEFORE_BLOB: u8 = 1 << 5;
 pub(super) const BEFORE_SHIFT: u8 = 1;
 pub(super) const BEFORE_UNRECORDED: u8 = 0;
 pub(super) const BEFORE_ABSENT: u8 = 1;
@@ -87,6 +92,9 @@ pub(crate) enum Before {
     Absent,
     /// The key held this value.
     Value(Vec<u8>),
+    /// The key held the large value with this reference. Recorded by single operations too:
+    /// the change frees the large value's pages once it is committed.
+    Blob(Vec<u8>),
     /// The key held a value of the same length with these bytes at these offsets (a patch).
     Ranges(Vec<(usize, Vec<u8>)>),
 }
@@ -116,6 +124,8 @@ pub(crate) enum Record {
         batch: u64,
         key: Vec<u8>,
         value: Vec<u8>,
+        /// `value` is a large-value reference.
+        blob: bool,
         /// The key was absent: the put added it.
         added: bool,
         before: Before,
@@ -198,6 +208,8 @@ pub(crate) enum LeafOp<'a> {
     Put {
         key: &'a [u8],
         value: &'a [u8],
+        /// `value` is a large-value reference.
+        blob: bool,
         /// The key was absent.
         added: bool,
     },
@@ -213,24 +225,31 @@ pub(crate) enum LeafOp<'a> {
 }
 
 impl<'a> LeafOp<'a> {
-    /// Putting `value` (under a key that was absent if `added`): a patch if `changed` holds
-    /// the ranges in which it differs from the value of the same length it replaced.
+    /// Putting `value` (a large-value reference if `blob`; under a key that was absent if
+    /// `added`): a patch if `changed` holds the ranges in which it differs from the value of
+    /// the same length it replaced.
     pub(crate) fn put(
         key: &'a [u8],
         value: &'a [u8],
+        blob: bool,
         added: bool,
         changed: Option<&'a ChangedRanges>,
     ) -> LeafOp<'a> {
         match changed {
             Some(changed) => {
-                debug_assert!(!added, "a patch replaces a value");
+                debug_assert!(!added && !blob, "a patch replaces an inline value");
                 LeafOp::Patch {
                     key,
                     value,
                     changed,
                 }
             }
-            None => LeafOp::Put { key, value, added },
+            None => LeafOp::Put {
+                key,
+                value,
+                blob,
+                added,
+            },
         }
     }
 
@@ -337,6 +356,8 @@ pub(crate) enum BeforeRef<'a> {
     Unrecorded,
     Absent,
     Value(&'a [u8]),
+    /// A large-value reference (see [`Before::Blob`]).
+    Blob(&'a [u8]),
 }
 
 /// Appends frames to a byte buffer whose first byte is at log position `base`.
@@ -476,17 +497,25 @@ impl FrameWriter<'_> {
             (BeforeRef::Unrecorded, _) => (BEFORE_UNRECORDED, None),
             (BeforeRef::Absent, _) => (BEFORE_ABSENT, None),
             (BeforeRef::Value(_), LeafOp::Patch { .. }) => (BEFORE_RANGES, None),
-            (BeforeRef::Value(value), _) => (BEFORE_VALUE, Some(value)),
+            (BeforeRef::Value(value) | BeforeRef::Blob(value), _) => (BEFORE_VALUE, Some(value)),
         };
+        debug_assert!(!matches!(
+            (before, op),
+            (BeforeRef::Blob(_), LeafOp::Patch { .. })
+        ));
         debug_assert!(
             kind != KIND_PATCH || matches!(before_tag, BEFORE_UNRECORDED | BEFORE_RANGES)
         );
         let added = matches!(op, LeafOp::Put { added: true, .. });
+        let blob = matches!(op, LeafOp::Put { blob: true, .. });
+        let before_blob = matches!(before, BeforeRef::Blob(_));
         self.frame(kind, |out, scratch| {
             out.push(
                 u8::from(image.is_some())
                     | before_tag << BEFORE_SHIFT
-                    | if added { FLAG_ADDED } else { 0 },
+                    | if added { FLAG_ADDED } else { 0 }
+                    | if blob { FLAG_BLOB } else { 0 }
+                    | if before_blob { FLAG_BEFORE_BLOB } else { 0 },
             );
             varint(out, page_id);
             varint(out, tree);

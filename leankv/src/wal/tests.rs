@@ -79,7 +79,15 @@ pub(super) fn new_log(files: [Arc<dyn Storage>; 2], checkpoint_bytes: u64) -> Lo
         offset: 0,
         lsn: 4096,
     };
-    Log::start(files, config, end, previous, 1).unwrap()
+    Log::start(
+        files,
+        Arc::new(MemoryStorage::new()),
+        config,
+        end,
+        previous,
+        1,
+    )
+    .unwrap()
 }
 
 #[test]

@@ -14,6 +14,10 @@
 //! | 48..56 | inner nodes: swip of the upper child (keys > the last key)           |
 //! | 56..   | slots, 8 bytes each: key offset, key length, value length, key head  |
 //!
+//! The top bit of a leaf slot's value length (`BLOB_FLAG`) marks a value stored outside the
+//! leaf: the leaf holds a reference to it (see `crate::blob`). Leaf values are at most a
+//! quarter of a page long, so the bit is free.
+//!
 //! Keys are ordered bytewise; every key `k` of the node satisfies `lower < k <= upper`. In inner
 //! nodes the value of slot `i` is the 8-byte swip of the child holding keys in
 //! `(key[i-1], key[i]]`. Every heap allocation of an inner node (keys and fences) is rounded up
@@ -60,6 +64,22 @@ const SLOT_SIZE: usize = 8;
 const NO_FENCE: u16 = u16::MAX;
 /// Bytes an inner entry's value (a swip) takes.
 const SWIP_SIZE: usize = 8;
+/// Flag in a leaf slot's value length: the value is a large-value reference.
+const BLOB_FLAG: u16 = 1 << 15;
+
+/// A leaf value as a leaf stores it: its bytes, or (`blob`) a reference to a large value
+/// stored outside the leaf. Inner entries' values (swips) are never blobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stored<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) blob: bool,
+}
+
+impl<'a> Stored<'a> {
+    pub(crate) fn inline(bytes: &'a [u8]) -> Self {
+        Stored { bytes, blob: false }
+    }
+}
 
 /// Which keys a descent is after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +150,7 @@ pub(crate) const fn max_key_size(page_size: usize) -> usize {
     page_size / 16
 }
 
-/// Longest leaf value a node of `page_size` bytes holds.
+/// Longest leaf value a node of `page_size` bytes holds (longer ones live outside the leaf).
 pub(crate) const fn max_value_size(page_size: usize) -> usize {
     page_size / 4
 }
@@ -336,7 +356,7 @@ mod tests {
             }
             let view = node.view();
             let entries: Vec<(Vec<u8>, Vec<u8>)> =
-                view.entries(0..view.count()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+                view.entries(0..view.count()).map(|(k, v)| (k.to_vec(), v.bytes.to_vec())).collect();
             for probe in probes.iter().flat_map(|p| [p.clone(), [&prefix[..], p].concat()]) {
                 let below = model.range(..probe.clone()).count();
                 let expected = (below, model.contains_key(&probe));

@@ -50,7 +50,22 @@ impl<'a> Node<'a> {
     }
 
     pub(super) fn value_len(&self, index: usize) -> usize {
-        usize::from(self.page.u16(self.slot(index) + 4))
+        usize::from(self.page.u16(self.slot(index) + 4) & !BLOB_FLAG)
+    }
+
+    /// Whether leaf entry `index` holds a large-value reference rather than its value.
+    #[inline]
+    pub(crate) fn is_blob(&self, index: usize) -> bool {
+        self.page.u16(self.slot(index) + 4) & BLOB_FLAG != 0
+    }
+
+    /// Leaf entry `index`'s value as stored.
+    #[inline]
+    pub(crate) fn stored(&self, index: usize) -> Stored<'a> {
+        Stored {
+            bytes: self.value(index),
+            blob: self.is_blob(index),
+        }
     }
 
     pub(super) fn head(&self, index: usize) -> u16 {
@@ -89,7 +104,7 @@ impl<'a> Node<'a> {
         self.page.bytes(self.key_offset(index), self.key_len(index))
     }
 
-    /// Value of a leaf entry.
+    /// Value of a leaf entry (the reference, for a large value: see [`Self::is_blob`]).
     #[inline]
     pub(crate) fn value(&self, index: usize) -> &'a [u8] {
         self.page.bytes(
@@ -248,17 +263,17 @@ impl<'a> Node<'a> {
         self.page.len()
     }
 
-    /// The entries `range` as (key, value-or-swip bytes) pairs.
+    /// The entries `range` as (key, stored value or swip bytes) pairs.
     pub(crate) fn entries(
         &self,
         range: std::ops::Range<usize>,
-    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+    ) -> impl Iterator<Item = (&'a [u8], Stored<'a>)> + '_ {
         let leaf = self.is_leaf();
         range.map(move |i| {
             let value = if leaf {
-                self.value(i)
+                self.stored(i)
             } else {
-                self.page.bytes(self.child_offset(i), SWIP_SIZE)
+                Stored::inline(self.page.bytes(self.child_offset(i), SWIP_SIZE))
             };
             (self.key(i), value)
         })
@@ -269,11 +284,11 @@ impl<'a> Node<'a> {
         leaf: bool,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
-        entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+        entries: impl Iterator<Item = (&'k [u8], Stored<'k>)>,
     ) -> usize {
         empty_size(leaf, lower, upper)
             + entries
-                .map(|(key, value)| entry_size(leaf, key.len(), value.len()))
+                .map(|(key, value)| entry_size(leaf, key.len(), value.bytes.len()))
                 .sum::<usize>()
     }
 

@@ -65,6 +65,13 @@ impl<'a> Node<'a> {
             if key_len > max_key || value_len > max_value || (!leaf && value_len != SWIP_SIZE) {
                 return Err(format!("entry {index} exceeds the size limits"));
             }
+            if self.is_blob(index) {
+                if !leaf {
+                    return Err(format!("inner entry {index} flagged as a large value"));
+                }
+                crate::blob::BlobRef::decode(self.value(index), len)
+                    .map_err(|reason| format!("entry {index}: {reason}"))?;
+            }
             let heap_bytes = self.entry_size(index) - SLOT_SIZE;
             let offset = self.key_offset(index);
             if heap_bytes > 0 && (offset < heap || offset + heap_bytes > len) {

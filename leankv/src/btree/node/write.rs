@@ -91,11 +91,17 @@ impl<'a> NodeMut<'a> {
     /// the 8-byte little-endian swip word. Compacts first if the free space is fragmented.
     /// The caller has checked `fits(entry_size(..))`.
     pub(crate) fn insert_at(&mut self, index: usize, key: &[u8], value: &[u8]) {
+        self.insert_stored(index, key, Stored::inline(value));
+    }
+
+    /// [`Self::insert_at`] for a leaf value as stored (maybe a large-value reference).
+    pub(crate) fn insert_stored(&mut self, index: usize, key: &[u8], stored: Stored<'_>) {
+        let value = stored.bytes;
         let view = self.view();
         let leaf = view.is_leaf();
         let count = view.count();
         debug_assert!(index <= count);
-        debug_assert!(leaf || value.len() == SWIP_SIZE);
+        debug_assert!(leaf || (value.len() == SWIP_SIZE && !stored.blob));
         let needed = entry_size(leaf, key.len(), value.len());
         debug_assert!(view.fits(needed), "insert without room");
         if view.free_space() < needed {
@@ -117,7 +123,8 @@ impl<'a> NodeMut<'a> {
         self.page
             .set_u16(slot, offset_field(offset, key_space + value.len()));
         self.page.set_u16(slot + 2, key.len() as u16);
-        self.page.set_u16(slot + 4, value.len() as u16);
+        let flag = if stored.blob { BLOB_FLAG } else { 0 };
+        self.page.set_u16(slot + 4, value.len() as u16 | flag);
         let head = key_head(key, self.view().head_offset());
         self.page.set_u16(slot + 6, head);
         self.page.set_u16(COUNT, (count + 1) as u16);
@@ -142,10 +149,11 @@ impl<'a> NodeMut<'a> {
         }
     }
 
-    /// Overwrites the value of leaf entry `index` with one of the same length.
+    /// Overwrites the value of leaf entry `index` with one of the same length (both inline).
     pub(crate) fn overwrite_value(&mut self, index: usize, value: &[u8]) {
         let view = self.view();
         debug_assert_eq!(view.value_len(index), value.len());
+        debug_assert!(!view.is_blob(index));
         let offset = view.key_offset(index) + view.key_len(index);
         self.page.set_bytes(offset, value);
     }
@@ -172,7 +180,7 @@ impl<'a> NodeMut<'a> {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
         upper_child: u64,
-        entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+        entries: impl Iterator<Item = (&'k [u8], Stored<'k>)>,
     ) {
         let scratch = Self::build(
             self.page.view().len(),
@@ -197,14 +205,14 @@ impl<'a> NodeMut<'a> {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
         upper_child: u64,
-        entries: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+        entries: impl Iterator<Item = (&'k [u8], Stored<'k>)>,
     ) -> Vec<u8> {
         let mut scratch = vec![0u8; len];
         let mut fresh = NodeMut::new(PageMut::from_slice(&mut scratch));
         fresh.init(level, lower, upper);
         fresh.set_upper_child(upper_child);
         for (index, (key, value)) in entries.enumerate() {
-            fresh.insert_at(index, key, value);
+            fresh.insert_stored(index, key, value);
         }
         let offset = fresh.view().widest_head_offset();
         fresh.set_head_offset(offset);

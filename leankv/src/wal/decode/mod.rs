@@ -255,7 +255,13 @@ impl Reader<'_> {
     /// A leaf record's payload (see the format in `record`).
     fn leaf(&mut self, kind: u8) -> Result<Record, String> {
         let flags = self.u8()?;
-        let known = FLAG_IMAGE | 3 << BEFORE_SHIFT | if kind == KIND_PUT { FLAG_ADDED } else { 0 };
+        let known = FLAG_IMAGE
+            | 3 << BEFORE_SHIFT
+            | match kind {
+                KIND_PUT => FLAG_ADDED | FLAG_BLOB | FLAG_BEFORE_BLOB,
+                KIND_REMOVE => FLAG_BEFORE_BLOB,
+                _ => 0,
+            };
         if flags & !known != 0 {
             return Err(format!("unknown leaf record flags {flags:#x}"));
         }
@@ -295,7 +301,13 @@ impl Reader<'_> {
         let before = match (before_tag, &mut patch) {
             (BEFORE_UNRECORDED, _) => Before::Unrecorded,
             (BEFORE_ABSENT, None) => Before::Absent,
+            (BEFORE_VALUE, None) if flags & FLAG_BEFORE_BLOB != 0 => {
+                Before::Blob(self.bytes_with_len()?)
+            }
             (BEFORE_VALUE, None) => Before::Value(self.bytes_with_len()?),
+            _ if flags & FLAG_BEFORE_BLOB != 0 => {
+                return Err("a large value before without the value".into())
+            }
             (BEFORE_RANGES, Some((_, _, old_ranges))) => Before::Ranges(std::mem::take(old_ranges)),
             (other, _) => return Err(format!("before-image tag {other} on a {kind} record")),
         };
@@ -309,6 +321,7 @@ impl Reader<'_> {
                 batch,
                 key,
                 value,
+                blob: flags & FLAG_BLOB != 0,
                 added: flags & FLAG_ADDED != 0,
                 before,
                 image,

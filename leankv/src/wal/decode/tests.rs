@@ -37,6 +37,42 @@ fn writer<'a>(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> FrameWriter<'a>
     }
 }
 
+/// A change of page 7 of tree 1.
+fn change<'a>(batch: u64, op: LeafOp<'a>, before: BeforeRef<'a>) -> LeafChange<'a> {
+    LeafChange {
+        page_id: 7,
+        tree: 1,
+        batch,
+        op,
+        before,
+    }
+}
+
+#[test]
+fn large_value_references_and_their_before_images_roundtrip() {
+    let (mut out, mut scratch) = (Vec::new(), Vec::new());
+    let mut writer = writer(&mut out, &mut scratch);
+    let put = LeafOp::Put {
+        key: b"k",
+        value: b"new reference",
+        blob: true,
+        added: false,
+    };
+    // A single operation records the large value it replaces (its pages are freed with it).
+    writer.leaf(change(0, put, BeforeRef::Blob(b"old reference")), None);
+    let remove = LeafOp::Remove { key: b"k" };
+    writer.leaf(change(9, remove, BeforeRef::Blob(b"new reference")), None);
+    let records = decode_all(&out, 4096);
+    assert!(
+        matches!(&records[0].1, Record::Put { blob: true, batch: 0, value, before: Before::Blob(old), .. }
+        if value == b"new reference" && old == b"old reference")
+    );
+    assert!(
+        matches!(&records[1].1, Record::Remove { before: Before::Blob(old), .. }
+        if old == b"new reference")
+    );
+}
+
 #[test]
 fn every_record_roundtrips_and_a_flipped_bit_is_caught() {
     let (mut out, mut scratch) = (Vec::new(), Vec::new());
@@ -54,14 +90,12 @@ fn every_record_roundtrips_and_a_flipped_bit_is_caught() {
             (10, 10) // the gap is left out and comes back zeroed
         },
     );
-    let change = |batch, op, before| LeafChange {
-        page_id: 7,
-        tree: 1,
-        batch,
-        op,
-        before,
+    let put = |key, value, added| LeafOp::Put {
+        key,
+        value,
+        blob: false,
+        added,
     };
-    let put = |key, value, added| LeafOp::Put { key, value, added };
     writer.leaf(
         change(0, put(b"k", b"v", false), BeforeRef::Unrecorded),
         None,

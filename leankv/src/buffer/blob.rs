@@ -1,0 +1,252 @@
+//! Large values' pages (format in `crate::blob`): written and read straight between the
+//! caller's bytes and the page file in large sequential runs, never through the pool, so a
+//! value of a gigabyte needs no gigabyte of frames and is not cached twice.
+//!
+//! * **Writing** allocates the extents (as unlogged pages: a crash before the leaf record that
+//!   references them leaks nothing), writes every page sealed with the blob's id, and tells
+//!   the log, whose writer syncs the page file before it writes any later record: the WAL
+//!   rule turned around, since the record that references the blob must never be durable
+//!   before the blob is.
+//! * **Reading** checks every page (checksum, id, type, blob id) before copying from it.
+//! * **Freeing** happens when the record that stopped referencing a blob is committed: the
+//!   extents are free in a checkpoint's snapshot at once, and handed out again once that record
+//!   is durable (`PageIds::release_extents`).
+//!
+//! Invariant: a blob's pages are written once, before any record references them, and never
+//! again while a reference to them may be read or recovered.
+
+use super::policy::Policy;
+use super::*;
+use crate::blob::{self, BlobRef, Extent};
+use std::sync::atomic::AtomicU64;
+
+/// Pages per read or write call: large enough for the device's sequential rate.
+const IO_PAGES: usize = 64;
+
+/// A blob just written, not yet referenced by a logged record: its extents are freed again
+/// when it is dropped without [`NewBlob::referenced`].
+pub(crate) struct NewBlob<'a, P: Policy> {
+    bm: &'a BufferManager<P>,
+    blob: BlobRef,
+    reference: Vec<u8>,
+    referenced: bool,
+}
+
+impl<P: Policy> NewBlob<'_, P> {
+    /// The reference a leaf stores.
+    pub(crate) fn reference(&self) -> &[u8] {
+        &self.reference
+    }
+
+    pub(crate) fn blob(&self) -> &BlobRef {
+        &self.blob
+    }
+
+    /// A logged record references the blob now (its extents were marked logged with it).
+    pub(crate) fn referenced(mut self) {
+        self.referenced = true;
+    }
+}
+
+impl<P: Policy> Drop for NewBlob<'_, P> {
+    fn drop(&mut self) {
+        if !self.referenced {
+            self.bm
+                .page_ids
+                .lock()
+                .free_unlogged_extents(&self.blob.extents);
+        }
+    }
+}
+
+/// Where blob ids come from: the open's log generation in the high half (unique per open),
+/// a counter in the low half.
+pub(crate) struct BlobIds {
+    next: AtomicU64,
+}
+
+impl BlobIds {
+    pub(crate) fn new(generation: u32) -> Self {
+        BlobIds {
+            next: AtomicU64::new(u64::from(generation) << 32),
+        }
+    }
+
+    fn next(&self) -> Result<u64> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if id & u64::from(u32::MAX) == u64::from(u32::MAX) {
+            // Four billion large values in one open: the next id would repeat another open's.
+            return Err(Error::io(
+                "writing a large value",
+                std::io::Error::other("large-value ids of this open are used up; reopen"),
+            ));
+        }
+        Ok(id)
+    }
+}
+
+impl<P: Policy> BufferManager<P> {
+    /// Most extents a blob may have: its reference must fit a leaf value.
+    fn max_extents(&self) -> usize {
+        blob::max_extents(crate::btree::node::max_value_size(self.page_size()))
+    }
+
+    /// Writes `value` into new extents (see the module notes); the caller stores the reference
+    /// in a leaf and logs it, then calls [`NewBlob::referenced`].
+    pub(crate) fn write_blob(&self, value: &[u8]) -> Result<NewBlob<'_, P>> {
+        let page_size = self.page_size();
+        let len = value.len() as u64;
+        let id = self.blob_ids.next()?;
+        let durable = self.log.as_ref().map_or(0, |log| log.durable());
+        let extents = self.page_ids.lock().allocate_extents(
+            blob::pages_for(len, page_size),
+            self.max_extents(),
+            durable,
+        );
+        let blob = BlobRef { len, id, extents };
+        let new = NewBlob {
+            bm: self,
+            reference: blob.encode(),
+            blob,
+            referenced: false,
+        };
+        let payload = blob::payload_per_page(page_size);
+        let mut buffer = AlignedBuf::new(IO_PAGES * page_size);
+        let mut chunks = value.chunks(payload);
+        for run in io_runs(&new.blob.extents) {
+            let bytes = &mut buffer[..run.pages as usize * page_size];
+            for (page, page_id) in bytes.chunks_exact_mut(page_size).zip(run.page_ids()) {
+                let chunk = chunks.next().expect("the extents hold the value");
+                page_format::init_header(page, blob::PAGE_TYPE, page_id);
+                page_format::set_lsn(page, id);
+                let (filled, rest) = page[PAGE_HEADER_SIZE..].split_at_mut(chunk.len());
+                filled.copy_from_slice(chunk);
+                rest.fill(0);
+                page_format::seal(page, page_id);
+            }
+            self.storage
+                .write_at(bytes, run.first * page_size as u64)
+                .map_err(|e| Error::io("writing a large value", e))?;
+        }
+        debug_assert!(chunks.next().is_none());
+        if let Some(log) = &self.log {
+            log.data_written();
+        }
+        self.count(Counter::BlobBytesWritten, len);
+        Ok(new)
+    }
+
+    /// Reads `out.len()` bytes of `blob` from byte `offset` on (within its length) into
+    /// `out`. The inner error names a page that failed its check and why: the blob was freed
+    /// and its pages reused meanwhile, or they are damaged (the caller tells which).
+    pub(crate) fn read_blob(
+        &self,
+        blob: &BlobRef,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<std::result::Result<(), (u64, String)>> {
+        debug_assert!(offset + out.len() as u64 <= blob.len);
+        if out.is_empty() {
+            return Ok(Ok(()));
+        }
+        let page_size = self.page_size();
+        let payload = blob::payload_per_page(page_size) as u64;
+        let first_page = offset / payload;
+        let end_page = (offset + out.len() as u64).div_ceil(payload);
+        let wanted = pages_of(&blob.extents, first_page, end_page - first_page);
+        let mut buffer = AlignedBuf::new(IO_PAGES * page_size);
+        let mut at = first_page * payload; // value offset of the next page read
+        let mut written = 0;
+        for run in io_runs(&wanted) {
+            let bytes = &mut buffer[..run.pages as usize * page_size];
+            self.storage
+                .read_at(bytes, run.first * page_size as u64)
+                .map_err(|e| Error::io("reading a large value", e))?;
+            for (page, page_id) in bytes.chunks_exact(page_size).zip(run.page_ids()) {
+                match page_format::verify(page, page_id) {
+                    Ok(PageType::Blob) if page_format::lsn(page) == blob.id => {}
+                    Ok(PageType::Blob) => {
+                        return Ok(Err((page_id, "page of another large value".into())))
+                    }
+                    Ok(other) => return Ok(Err((page_id, format!("a {other:?} page")))),
+                    Err(reason) => return Ok(Err((page_id, reason))),
+                }
+                let data = &page[PAGE_HEADER_SIZE..];
+                let skip = offset.saturating_sub(at) as usize;
+                let take = (data.len() - skip).min(out.len() - written);
+                out[written..written + take].copy_from_slice(&data[skip..skip + take]);
+                written += take;
+                at += payload;
+            }
+        }
+        debug_assert_eq!(written, out.len());
+        self.count(Counter::BlobBytesRead, out.len() as u64);
+        Ok(Ok(()))
+    }
+}
+
+/// The pages `skip..skip + count` of a blob with these extents, as extents.
+fn pages_of(extents: &[Extent], mut skip: u64, mut count: u64) -> Vec<Extent> {
+    let mut pages = Vec::new();
+    for extent in extents {
+        if count == 0 {
+            break;
+        }
+        if skip >= extent.pages {
+            skip -= extent.pages;
+            continue;
+        }
+        let take = (extent.pages - skip).min(count);
+        pages.push(Extent {
+            first: extent.first + skip,
+            pages: take,
+        });
+        count -= take;
+        skip = 0;
+    }
+    pages
+}
+
+/// The extents cut into runs of at most `IO_PAGES` pages: one I/O call each.
+fn io_runs(extents: &[Extent]) -> impl Iterator<Item = Extent> + '_ {
+    extents.iter().flat_map(|extent| {
+        (0..extent.pages).step_by(IO_PAGES).map(move |skip| Extent {
+            first: extent.first + skip,
+            pages: (extent.pages - skip).min(IO_PAGES as u64),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_ranges_map_onto_extents() {
+        let extents = [
+            Extent {
+                first: 10,
+                pages: 3,
+            },
+            Extent {
+                first: 50,
+                pages: 200,
+            },
+        ];
+        assert_eq!(
+            pages_of(&extents, 2, 3),
+            [
+                Extent {
+                    first: 12,
+                    pages: 1
+                },
+                Extent {
+                    first: 50,
+                    pages: 2
+                }
+            ]
+        );
+        let runs: Vec<_> = io_runs(&extents).map(|r| (r.first, r.pages)).collect();
+        assert_eq!(runs, [(10, 3), (50, 64), (114, 64), (178, 64), (242, 8)]);
+    }
+}
