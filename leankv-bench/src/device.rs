@@ -80,6 +80,23 @@ pub fn sequential_read_mib_s(dir: &Path, seconds: u64) -> Result<f64> {
     Ok(measured?["bw"].as_f64().unwrap_or(0.0) / 1024.0)
 }
 
+/// Sequential 1 MiB O_DIRECT writes on a scratch file in `dir`, ending with an `fsync`, in
+/// MiB/s.
+pub fn sequential_write_mib_s(dir: &Path, seconds: u64) -> Result<f64> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join("fio-scratch");
+    let measured = fio_job(
+        &file,
+        "write",
+        "1m",
+        1,
+        seconds,
+        &["--direct=1", "--end_fsync=1"],
+    );
+    std::fs::remove_file(&file).ok();
+    Ok(measured?["write"]["bw"].as_f64().unwrap_or(0.0) / 1024.0)
+}
+
 /// Runs the three fio jobs on a scratch file in `dir`; appends the record to `results`.
 pub fn measure(dir: &Path, results: &Path, seconds: u64) -> Result<DeviceRecord> {
     std::fs::create_dir_all(dir)?;

@@ -11,6 +11,7 @@ mod device;
 mod engine;
 mod engines;
 mod harness;
+mod large_values;
 mod plot;
 mod plot_cmd;
 mod range_removal;
@@ -103,6 +104,9 @@ enum Command {
     /// `Tree::remove_range` over most of a large tree next to removing the same keys one by
     /// one, each on a fresh load: time, pages in use before and after, log written.
     RemoveRange(range_removal::RangeRemovalArgs),
+    /// Values of 1 MiB, 16 MiB and 256 MiB written and read next to the device's sequential
+    /// bandwidth (fio, same sitting), and the peak memory of a 1 GiB value with a 64 MiB pool.
+    LargeValues(large_values::LargeValueArgs),
     /// The TPC-C process `recovery` runs and kills.
     #[command(hide = true)]
     RecoveryChild(recovery::ChildArgs),
@@ -288,6 +292,10 @@ fn main() -> Result<()> {
         Command::RecoveryChild(args) => recovery::child(&args),
         Command::RemoveRange(args) => {
             let records = range_removal::run(&args)?;
+            publish(&args.common, &records, None)
+        }
+        Command::LargeValues(args) => {
+            let records = large_values::run(&args)?;
             publish(&args.common, &records, None)
         }
         Command::Plot(args) => plot_cmd::run(&args),

@@ -17,7 +17,7 @@
 //! and its commit (the batch gate), so every batch that a checkpoint's recovery must roll back,
 //! and every removal it must finish, lies entirely after that checkpoint's record.
 
-use crate::blob::BlobRef;
+use crate::blob::{BlobChanges, BlobRef};
 use crate::btree::{BTree, StoredValue};
 use crate::buffer::policy::Policy;
 use crate::error::{Error, Result};
@@ -177,24 +177,28 @@ pub(crate) fn write<P: Policy>(
         let _gate = db.batch_gate.read();
         let id = log.next_batch();
         let mut replaced = Vec::with_capacity(batch.ops.len());
+        // The large values the batch replaced or removed are freed with its commit.
+        let mut blobs = BlobChanges::default();
         for op in &batch.ops {
             match apply(op, id) {
-                Ok((_, before)) => replaced.push(before),
+                Ok((_, before)) => {
+                    if let Some(blob) = large(db, before.as_ref()) {
+                        blobs.dropped(blob);
+                    }
+                    replaced.push(before);
+                }
                 Err(error) => {
-                    roll_back(&batch.ops[..replaced.len()], replaced, id);
+                    let done = &batch.ops[..replaced.len()];
+                    if roll_back(db, done, replaced, id, &mut blobs) {
+                        // Back as it was: committed, nothing changed (and what the batch
+                        // wrote is freed).
+                        db.bm.commit(log, id, &blobs.unreferenced());
+                    }
                     return Err(error);
                 }
             }
         }
-        // The large values the batch replaced or removed are freed with its commit.
-        let page_size = db.bm.page_size();
-        let dropped: Vec<BlobRef> = replaced
-            .iter()
-            .flatten()
-            .filter(|value| value.blob)
-            .filter_map(|value| BlobRef::decode(&value.bytes, page_size).ok())
-            .collect();
-        db.bm.commit(log, id, &dropped)
+        db.bm.commit(log, id, &blobs.unreferenced())
     };
     db.commit_durability(end, durability)
 }
@@ -210,25 +214,50 @@ fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredVa
     Ok(written.map_or((0, None), |written| (written.lsn, written.before)))
 }
 
+/// The large value `value` references, if it is one.
+fn large<P: Policy>(db: &DbShared<P>, value: Option<&StoredValue>) -> Option<BlobRef> {
+    let value = value.filter(|value| value.blob)?;
+    BlobRef::decode(&value.bytes, db.bm.page_size()).ok()
+}
+
 /// Restores what the changes `done` of a failed batch replaced, last first, as more changes of
-/// the same uncommitted batch (so that recovery after a crash rolls back both). Best effort: a
-/// restore that fails too leaves the batch uncommitted, which recovery rolls back after the
-/// next crash or unclean close. (Large values the failed batch wrote stay allocated until
-/// then: with the batch uncommitted, recovery could still restore them on the way back.)
-fn roll_back<P: Policy>(done: &[BatchOp<P>], replaced: Vec<Option<StoredValue>>, batch: u64) {
+/// the same batch, noting in `blobs` the large values this replaces and puts back; returns
+/// whether everything was restored (then the caller commits the batch, which changed nothing).
+/// A restore that fails too leaves the batch uncommitted, which recovery rolls back after the
+/// next crash or unclean close.
+fn roll_back<P: Policy>(
+    db: &DbShared<P>,
+    done: &[BatchOp<P>],
+    replaced: Vec<Option<StoredValue>>,
+    batch: u64,
+    blobs: &mut BlobChanges,
+) -> bool {
     for (op, before) in done.iter().zip(replaced).rev() {
         let tree = &op.tree.handle.tree;
+        // What the restore replaced.
         let restored = match &before {
             Some(value) => tree
                 .insert_stored(&op.key, value.as_stored(), None, batch)
-                .map(drop),
-            None => tree.remove(&op.key, batch).map(drop),
+                .map(|written| written.before),
+            None => tree
+                .remove(&op.key, batch)
+                .map(|written| written.and_then(|written| written.before)),
         };
-        // A change to a tree dropped since is gone with the tree: restore the others.
-        if restored.is_err() && !tree.is_dropped() {
-            return;
+        match restored {
+            Ok(replaced) => {
+                if let Some(blob) = large(db, replaced.as_ref()) {
+                    blobs.dropped(blob);
+                }
+                if let Some(blob) = large(db, before.as_ref()) {
+                    blobs.put(blob);
+                }
+            }
+            // A change to a tree dropped since is gone with the tree: restore the others.
+            Err(_) if tree.is_dropped() => {}
+            Err(_) => return false,
         }
     }
+    true
 }
 
 /// Removes the keys of `tree` from `start` to `end` (a range that is not empty) as one atomic

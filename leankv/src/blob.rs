@@ -87,15 +87,20 @@ impl BlobRef {
         out
     }
 
-    /// Decodes and checks a reference stored with pages of `page_size` bytes: the extents
-    /// hold exactly the pages its length needs, none is page 0, none reaches past the last
-    /// page id.
+    /// Decodes and checks a reference stored with pages of `page_size` bytes: the length is
+    /// within [`crate::MAX_VALUE_SIZE`], the extents hold exactly the pages it needs, none
+    /// is page 0, none reaches past the last page a file offset can address.
     pub(crate) fn decode(bytes: &[u8], page_size: usize) -> Result<BlobRef, String> {
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8"));
         if bytes.len() < HEADER || bytes[0] != FORMAT {
             return Err("malformed large-value reference".into());
         }
         let len = u64_at(1);
+        if len > crate::MAX_VALUE_SIZE as u64 {
+            return Err(format!("large value of {len} bytes, beyond the limit"));
+        }
+        // Every page's byte offset must be a file offset.
+        let page_limit = i64::MAX as u64 / page_size as u64;
         let id = u64_at(9);
         let count = u16::from_le_bytes([bytes[17], bytes[18]]) as usize;
         if bytes.len() != HEADER + count * EXTENT_SIZE {
@@ -109,7 +114,7 @@ impl BlobRef {
             let extent_pages = u64::from(u32::from_le_bytes(
                 bytes[at + 8..at + 12].try_into().expect("4"),
             ));
-            if first == 0 || extent_pages == 0 || first.checked_add(extent_pages).is_none() {
+            if first == 0 || extent_pages == 0 || first.saturating_add(extent_pages) > page_limit {
                 return Err(format!("large-value extent {first}+{extent_pages} invalid"));
             }
             pages = pages
@@ -134,9 +139,59 @@ impl BlobRef {
     }
 }
 
+/// The large values a batch stopped and started referencing, in order: its commit frees those
+/// whose last event was being replaced or removed. (A batch puts back a value it replaced only
+/// when it is rolled back, or when it is recovery's undo; a value it wrote and then replaced
+/// is freed too.)
+#[derive(Debug, Default)]
+pub(crate) struct BlobChanges {
+    last: std::collections::HashMap<u64, (BlobRef, bool)>,
+}
+
+impl BlobChanges {
+    /// A change replaced or removed `blob`.
+    pub(crate) fn dropped(&mut self, blob: BlobRef) {
+        self.last.insert(blob.id, (blob, false));
+    }
+
+    /// A change stored a reference to `blob`.
+    pub(crate) fn put(&mut self, blob: BlobRef) {
+        self.last.insert(blob.id, (blob, true));
+    }
+
+    /// What the batch's commit frees.
+    pub(crate) fn unreferenced(self) -> Vec<BlobRef> {
+        let last = self.last.into_values();
+        last.filter(|(_, referenced)| !referenced)
+            .map(|(blob, _)| blob)
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_frees_what_it_replaced_last_and_keeps_what_it_put_back() {
+        let blob = |id| BlobRef {
+            len: 1,
+            id,
+            extents: vec![Extent {
+                first: id,
+                pages: 1,
+            }],
+        };
+        let mut changes = BlobChanges::default();
+        // Replaced 1 by 2, then rolled back: 2 replaced by 1 again. 3 replaced for good.
+        changes.dropped(blob(1));
+        changes.dropped(blob(2));
+        changes.put(blob(1));
+        changes.dropped(blob(3));
+        let mut freed: Vec<u64> = changes.unreferenced().iter().map(|b| b.id).collect();
+        freed.sort_unstable();
+        assert_eq!(freed, [2, 3]);
+    }
 
     #[test]
     fn references_round_trip_and_damage_is_refused() {
@@ -168,9 +223,13 @@ mod tests {
         let mut zero = blob.clone();
         zero.extents[1].first = 0;
         assert!(BlobRef::decode(&zero.encode(), page_size).is_err());
-        let mut overflow = blob;
-        overflow.extents[1].first = u64::MAX;
+        let mut overflow = blob.clone();
+        overflow.extents[1].first = u64::MAX / 4096;
         assert!(BlobRef::decode(&overflow.encode(), page_size).is_err());
+        let mut too_long = blob;
+        too_long.len = 1 << 40;
+        too_long.extents[1].pages = pages_for(1 << 40, page_size) - 3;
+        assert!(BlobRef::decode(&too_long.encode(), page_size).is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! Invariants: nothing is appended to the log before the generation of this life is above
 //! every earlier one's; a database that needs its log replayed is never opened without it.
 
+use crate::blob::{BlobChanges, BlobRef};
 use crate::btree::{self, BTree};
 use crate::buffer::policy::Policy;
 use crate::buffer::{BufferManager, PageKind};
@@ -328,18 +329,29 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
         trees.insert(root, tree.clone());
         Ok(tree)
     };
+    // The undo is one batch: it replaces the large values the rolled-back changes wrote and
+    // puts back those they replaced, and its commit frees what ends up unreferenced.
+    let undo_batch = shared.bm.log().map_or(0, |log| log.next_batch());
+    let mut blobs = BlobChanges::default();
+    let page_size = shared.bm.page_size();
+    let decode = |reference: &[u8]| {
+        BlobRef::decode(reference, page_size).map_err(|reason| Error::corruption(0, reason))
+    };
+    let undone = !unfinished.undo.is_empty();
     for undo in unfinished.undo {
         let tree = tree_of(undo.tree, false)?;
-        match &undo.before {
-            Restore::Value(value) => {
-                tree.insert(&undo.key, value, 0)?;
-            }
+        let mut put_back = None;
+        let replaced = match &undo.before {
+            Restore::Value(value) => tree.insert(&undo.key, value, undo_batch)?.before,
             Restore::Blob(reference) => {
-                tree.insert_stored(&undo.key, btree::stored_blob(reference), None, 0)?;
+                let stored = btree::stored_blob(reference);
+                put_back = Some(decode(reference)?);
+                tree.insert_stored(&undo.key, stored, None, undo_batch)?
+                    .before
             }
-            Restore::Absent => {
-                tree.remove(&undo.key, 0)?;
-            }
+            Restore::Absent => tree
+                .remove(&undo.key, undo_batch)?
+                .and_then(|written| written.before),
             Restore::Ranges(ranges) => {
                 // The value is the patched one (later changes were undone first): put the old
                 // bytes back in place.
@@ -359,8 +371,18 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
                         "write-ahead log: a batch's patch to undo does not match its value",
                     ));
                 }
+                None
             }
+        };
+        if let Some(replaced) = replaced.filter(|value| value.blob) {
+            blobs.dropped(decode(&replaced.bytes)?);
         }
+        if let Some(blob) = put_back {
+            blobs.put(blob);
+        }
+    }
+    if let (Some(log), true) = (shared.bm.log(), undone) {
+        shared.bm.commit(log, undo_batch, &blobs.unreferenced());
     }
     for removal in unfinished.range_removals {
         let tree = tree_of(removal.tree, removal.drop)?;

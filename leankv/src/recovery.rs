@@ -24,7 +24,7 @@
 //! Invariant: every image is checked as a node before use; a record that cannot be applied is a
 //! typed corruption error naming the page, never a panic and never silently skipped.
 
-use crate::blob::BlobRef;
+use crate::blob::{BlobChanges, BlobRef};
 use crate::btree::beyond;
 use crate::btree::redo::{check_image, redo_patch, redo_put, redo_remove, redo_split};
 use crate::error::{Error, Result};
@@ -36,8 +36,10 @@ use std::ops::{Bound, RangeBounds};
 
 /// Most pages allocated since the checkpoint that no record describes (or frees) recovery
 /// accepts: each is an allocation a crash cut off before its record, or one whose operation
-/// restarted; more means a damaged log claims page ids far beyond the file.
-const MAX_UNDESCRIBED_PAGES: usize = 1 << 20;
+/// restarted, or a large value written but not yet referenced (up to a million pages each;
+/// this allows sixteen of the largest in flight with 4 KiB pages); more means a damaged log
+/// claims page ids far beyond the file.
+const MAX_UNDESCRIBED_PAGES: usize = 1 << 24;
 
 /// A change to roll back: restore `key` of the tree with root page `tree` as `before` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,10 +99,10 @@ pub(crate) fn redo(
     // on such a tree, before or after the drop's start, is the drop's to finish.
     let mut dropping: HashSet<u64> = HashSet::new();
     // Pages of large values referenced by records since the checkpoint (not to be freed as
-    // allocated without a record), and the large values each batch replaced, freed by its
-    // commit.
+    // allocated without a record), and the large values each batch replaced and put, whose
+    // commit frees those it left unreferenced.
     let mut blob_pages: HashSet<u64> = HashSet::new();
-    let mut dropped_blobs: HashMap<u64, Vec<BlobRef>> = HashMap::new();
+    let mut batch_blobs: HashMap<u64, BlobChanges> = HashMap::new();
     let free_blob = |blob: &BlobRef, free: &mut BTreeSet<u64>, blob_pages: &mut HashSet<u64>| {
         for page_id in blob.page_ids() {
             free.insert(page_id);
@@ -171,12 +173,14 @@ pub(crate) fn redo(
             | Record::Remove { page_id, image, .. }
             | Record::Patch { page_id, image, .. } => {
                 let (tree, batch, key, before) = leaf_change_of(record).expect("a leaf record");
-                if let Record::Put {
-                    value, blob: true, ..
-                } = record
-                {
+                let put = match record {
+                    Record::Put {
+                        value, blob: true, ..
+                    } => Some(decode_blob(value, page_size, *page_id)?),
+                    _ => None,
+                };
+                if let Some(blob) = &put {
                     // A large value's pages are in use from its record on.
-                    let blob = decode_blob(value, page_size, *page_id)?;
                     for page_id in blob.page_ids() {
                         check_page_id(page_id, page_size)?;
                         free.remove(&page_id);
@@ -184,12 +188,28 @@ pub(crate) fn redo(
                         page_count = page_count.max(page_id + 1);
                     }
                 }
-                if let Before::Blob(reference) = before {
-                    // The large value replaced is free once the change is committed.
-                    let blob = decode_blob(reference, page_size, *page_id)?;
-                    match batch {
-                        0 => free_blob(&blob, &mut free, &mut blob_pages),
-                        _ => dropped_blobs.entry(batch).or_default().push(blob),
+                let dropped = match before {
+                    Before::Blob(reference) => Some(decode_blob(reference, page_size, *page_id)?),
+                    _ => None,
+                };
+                // The large value replaced is free once the change is committed: a single
+                // operation at once (unless it put the same value back), a batch at its
+                // commit if it did not put it back.
+                match (batch, dropped, put) {
+                    (0, Some(dropped), put)
+                        if put.as_ref().is_none_or(|put| put.id != dropped.id) =>
+                    {
+                        free_blob(&dropped, &mut free, &mut blob_pages);
+                    }
+                    (0, ..) => {}
+                    (batch, dropped, put) => {
+                        let changes = batch_blobs.entry(batch).or_default();
+                        if let Some(blob) = dropped {
+                            changes.dropped(blob);
+                        }
+                        if let Some(blob) = put {
+                            changes.put(blob);
+                        }
                     }
                 }
                 let delta = match record {
@@ -245,7 +265,8 @@ pub(crate) fn redo(
             Record::Commit { batch } => {
                 committed.insert(*batch);
                 removals.remove(batch);
-                for blob in dropped_blobs.remove(batch).unwrap_or_default() {
+                let changes = batch_blobs.remove(batch).unwrap_or_default();
+                for blob in changes.unreferenced() {
                     free_blob(&blob, &mut free, &mut blob_pages);
                 }
             }
@@ -523,6 +544,16 @@ fn undo_list(
                 },
             )
         };
+    // Where each large value was last put (a rolled-back change puts one back).
+    let mut last_put: HashMap<&[u8], usize> = HashMap::new();
+    for (index, (_, record)) in records.iter().enumerate() {
+        if let Record::Put {
+            value, blob: true, ..
+        } = record
+        {
+            last_put.insert(value, index);
+        }
+    }
     let mut undo = Vec::new();
     let mut orphaned = Vec::new();
     for (index, (_, record)) in records.iter().enumerate().rev() {
@@ -533,8 +564,12 @@ fn undo_list(
             continue;
         }
         if last_committed[&(tree, key)] > index || removed_later(index, tree, key) {
+            // The large value this change replaced is not put back: unreferenced, unless a
+            // later record put it back (and the changes after that decide its fate).
             if let Before::Blob(reference) = before {
-                orphaned.push(decode_blob(reference, page_size, 0)?);
+                if last_put.get(&reference[..]).is_none_or(|&put| put < index) {
+                    orphaned.push(decode_blob(reference, page_size, 0)?);
+                }
             }
             continue;
         }

@@ -160,13 +160,14 @@ impl<P: Policy> DbShared<P> {
     fn write_superblock(&self, open: bool, checkpoint: Option<LogPosition>) -> Result<()> {
         let storage = self.bm.storage().as_ref();
         let page_size = self.bm.page_size();
-        let (page_count, free) = self.bm.page_allocation();
-        let (free_list_head, free_list_len) = if checkpoint.is_none() {
-            let head = crate::buffer::save_free_list(storage, page_size, &free)?;
-            (head, free.len() as u64)
-        } else {
-            (0, 0)
-        };
+        let (page_count, free_list_head, free_list_len) =
+            self.bm.with_page_allocation(|page_count, free| {
+                if checkpoint.is_some() {
+                    return Ok((page_count, 0, 0));
+                }
+                let head = crate::buffer::save_free_list(storage, page_size, free)?;
+                Ok((page_count, head, free.len() as u64))
+            })?;
         // Pages allocated and freed before ever being written lie beyond the end of the file;
         // the superblock counts them, so the file must hold them (a shorter file is truncated).
         storage

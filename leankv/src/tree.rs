@@ -594,11 +594,14 @@ impl<P: Policy> Tree<P> {
         if let Some(keys) = count.get() {
             return Ok(keys);
         }
+        // Counted from the leaves, without reading any large value.
+        let mut cursor = Cursor::new::<&[u8], _>(..);
+        let mut batch = LeafBatch::default();
         let mut keys = 0;
-        self.scan::<&[u8], _>(.., |_, _| {
-            keys += 1;
-            true
-        })?;
+        while !cursor.exhausted() {
+            cursor.step(&self.handle.tree, &mut batch, false)?;
+            keys += batch.len() as u64;
+        }
         self.handle.db.key_counts.counted_by_scan(count, keys);
         Ok(keys)
     }

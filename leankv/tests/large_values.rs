@@ -5,6 +5,7 @@
 mod common;
 
 use common::{open, small};
+use leankv::testing::{FaultKind, FaultyStorage, FileStorage};
 use leankv::{Db, Error, WriteBatch};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -187,6 +188,40 @@ fn batches_compare_and_swap_and_fetch_update_carry_large_values() {
     db.close().unwrap();
     let db = open(dir.path(), small(64));
     assert!(db.open_tree("u").unwrap().get("y").unwrap().unwrap() == big(2));
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+/// A batch that fails while writing its second large value is rolled back: the values it
+/// replaced are back, and no page stays allocated for what it wrote (nothing leaks).
+#[test]
+fn a_batch_failing_at_a_large_value_rolls_back_without_a_leak() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = Arc::new(FileStorage::open(&dir.path().join("leankv.pages"), false).unwrap());
+    let storage = Arc::new(FaultyStorage::new(file.clone()));
+    let db = Db::open_with_storage(dir.path(), small(64), storage.clone()).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    tree.insert("a", pattern(1, 30_000)).unwrap();
+    tree.insert("b", pattern(2, 30_000)).unwrap();
+    db.flush().unwrap();
+    let mut batch = WriteBatch::new();
+    batch.insert(&tree, "a", pattern(3, 30_000));
+    batch.remove(&tree, "b");
+    batch.insert(&tree, "c", pattern(4, 30_000));
+    // The first large value's write goes through, the second one's fails.
+    storage.fail_writes(1, 1, FaultKind::NoSpace);
+    assert!(matches!(db.write(batch), Err(Error::Io { .. })));
+    storage.heal();
+    assert!(tree.get("a").unwrap().unwrap() == pattern(1, 30_000));
+    assert!(tree.get("b").unwrap().unwrap() == pattern(2, 30_000));
+    assert_eq!(tree.get("c").unwrap(), None);
+    drop(tree);
+    db.close().unwrap();
+    let db =
+        Db::open_with_storage(dir.path(), small(64), Arc::new(FaultyStorage::new(file))).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    assert!(tree.get("a").unwrap().unwrap() == pattern(1, 30_000));
+    assert!(tree.get("b").unwrap().unwrap() == pattern(2, 30_000));
     let report = db.check_integrity().unwrap();
     assert!(report.is_ok(), "{report}");
 }

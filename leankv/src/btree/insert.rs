@@ -87,7 +87,10 @@ impl<P: Policy> BTree<P> {
         }
         let replaced =
             (found && (batch != 0 || replaces_blob)).then(|| StoredValue::of(leaf.stored(index)));
-        let dropped = self.blob_of(replaced.as_ref());
+        // Putting back the reference already there drops nothing.
+        let dropped = self
+            .blob_of(replaced.as_ref())
+            .filter(|_| !(value.blob && replaced.as_ref().is_some_and(|r| r.bytes == value.bytes)));
         // A value rewritten in place logs only what changed (and in a batch, what those
         // bytes were).
         let changed = (same_size && self.bm.log().is_some())

@@ -73,15 +73,18 @@ impl BlobIds {
     }
 
     fn next(&self) -> Result<u64> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        if id & u64::from(u32::MAX) == u64::from(u32::MAX) {
-            // Four billion large values in one open: the next id would repeat another open's.
-            return Err(Error::io(
-                "writing a large value",
-                std::io::Error::other("large-value ids of this open are used up; reopen"),
-            ));
-        }
-        Ok(id)
+        // Four billion large values in one open: the next id would be the next open's.
+        let last = |id: u64| id & u64::from(u32::MAX) == u64::from(u32::MAX);
+        self.next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| {
+                (!last(id)).then_some(id + 1)
+            })
+            .map_err(|_| {
+                Error::io(
+                    "writing a large value",
+                    std::io::Error::other("large-value ids of this open are used up; reopen"),
+                )
+            })
     }
 }
 
@@ -111,10 +114,8 @@ impl<P: Policy> BufferManager<P> {
             referenced: false,
         };
         let payload = blob::payload_per_page(page_size);
-        let mut buffer = AlignedBuf::new(IO_PAGES * page_size);
         let mut chunks = value.chunks(payload);
-        for run in io_runs(&new.blob.extents) {
-            let bytes = &mut buffer[..run.pages as usize * page_size];
+        let fill = |run: Extent, bytes: &mut [u8]| -> Result<()> {
             for (page, page_id) in bytes.chunks_exact_mut(page_size).zip(run.page_ids()) {
                 let chunk = chunks.next().expect("the extents hold the value");
                 page_format::init_header(page, blob::PAGE_TYPE, page_id);
@@ -124,11 +125,14 @@ impl<P: Policy> BufferManager<P> {
                 rest.fill(0);
                 page_format::seal(page, page_id);
             }
+            Ok(())
+        };
+        let write = |run: Extent, bytes: &[u8]| {
             self.storage
                 .write_at(bytes, run.first * page_size as u64)
-                .map_err(|e| Error::io("writing a large value", e))?;
-        }
-        debug_assert!(chunks.next().is_none());
+                .map_err(|e| Error::io("writing a large value", e))
+        };
+        pipelined(page_size, &io_runs(&new.blob.extents), fill, write)?;
         if let Some(log) = &self.log {
             log.data_written();
         }
@@ -154,22 +158,22 @@ impl<P: Policy> BufferManager<P> {
         let first_page = offset / payload;
         let end_page = (offset + out.len() as u64).div_ceil(payload);
         let wanted = pages_of(&blob.extents, first_page, end_page - first_page);
-        let mut buffer = AlignedBuf::new(IO_PAGES * page_size);
         let mut at = first_page * payload; // value offset of the next page read
         let mut written = 0;
-        for run in io_runs(&wanted) {
-            let bytes = &mut buffer[..run.pages as usize * page_size];
+        let read = |run: Extent, bytes: &mut [u8]| {
             self.storage
                 .read_at(bytes, run.first * page_size as u64)
-                .map_err(|e| Error::io("reading a large value", e))?;
+                .map_err(|e| Failed::Io(Error::io("reading a large value", e)))
+        };
+        let copy = |run: Extent, bytes: &[u8]| {
             for (page, page_id) in bytes.chunks_exact(page_size).zip(run.page_ids()) {
                 match page_format::verify(page, page_id) {
                     Ok(PageType::Blob) if page_format::lsn(page) == blob.id => {}
                     Ok(PageType::Blob) => {
-                        return Ok(Err((page_id, "page of another large value".into())))
+                        return Err(Failed::Check(page_id, "page of another large value".into()))
                     }
-                    Ok(other) => return Ok(Err((page_id, format!("a {other:?} page")))),
-                    Err(reason) => return Ok(Err((page_id, reason))),
+                    Ok(other) => return Err(Failed::Check(page_id, format!("a {other:?} page"))),
+                    Err(reason) => return Err(Failed::Check(page_id, reason)),
                 }
                 let data = &page[PAGE_HEADER_SIZE..];
                 let skip = offset.saturating_sub(at) as usize;
@@ -178,11 +182,91 @@ impl<P: Policy> BufferManager<P> {
                 written += take;
                 at += payload;
             }
+            Ok(())
+        };
+        match pipelined(page_size, &io_runs(&wanted), read, copy) {
+            Ok(()) => {}
+            Err(Failed::Io(error)) => return Err(error),
+            Err(Failed::Check(page_id, reason)) => return Ok(Err((page_id, reason))),
         }
         debug_assert_eq!(written, out.len());
         self.count(Counter::BlobBytesRead, out.len() as u64);
         Ok(Ok(()))
     }
+}
+
+/// Why reading a large value stopped.
+enum Failed {
+    Io(Error),
+    /// A page failed its check (see [`BufferManager::read_blob`]).
+    Check(u64, String),
+}
+
+thread_local! {
+    /// Staging buffers kept for the next large value this thread reads or writes: a fresh
+    /// one would cost a page fault per 4 KiB of it every time.
+    static STAGING: std::cell::RefCell<Vec<AlignedBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs every run of pages through a staging buffer: `produce` fills it (reading the pages,
+/// or sealing them from the value), then `consume` empties it (copying the value out, or
+/// writing the pages), in order. With more than one run, `produce` works on a helper thread
+/// one buffer ahead, so I/O and copying overlap. Stops at the first error.
+fn pipelined<E: Send>(
+    page_size: usize,
+    runs: &[Extent],
+    mut produce: impl FnMut(Extent, &mut [u8]) -> std::result::Result<(), E> + Send,
+    mut consume: impl FnMut(Extent, &[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let bytes = |run: Extent| run.pages as usize * page_size;
+    let mut buffers = STAGING.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
+    buffers.retain(|buffer| buffer.len() == IO_PAGES * page_size);
+    let wanted = if runs.len() > 1 { 2 } else { 1 };
+    while buffers.len() < wanted {
+        buffers.push(AlignedBuf::new(IO_PAGES * page_size));
+    }
+    let outcome = if let [run] = runs {
+        let buffer = &mut buffers[0][..bytes(*run)];
+        produce(*run, buffer).and_then(|()| consume(*run, buffer))
+    } else {
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Extent, AlignedBuf)>(1);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<AlignedBuf>();
+        for buffer in buffers.drain(..) {
+            empty_tx.send(buffer).expect("the receiver is here");
+        }
+        std::thread::scope(|scope| {
+            let producer = scope.spawn(move || {
+                let mut produced = Ok(());
+                for &run in runs {
+                    // A closed channel: the consumer stopped at an error.
+                    let Ok(mut buffer) = empty_rx.recv() else {
+                        break;
+                    };
+                    produced = produce(run, &mut buffer[..bytes(run)]);
+                    if produced.is_err() || full_tx.send((run, buffer)).is_err() {
+                        break;
+                    }
+                }
+                // The buffers not taken go back with the channel.
+                (produced, empty_rx)
+            });
+            let mut consumed = Ok(());
+            while let Ok((run, buffer)) = full_rx.recv() {
+                consumed = consume(run, &buffer[..bytes(run)]);
+                _ = empty_tx.send(buffer);
+                if consumed.is_err() {
+                    break;
+                }
+            }
+            // After an error, the producer finds its channels closed and stops.
+            drop((full_rx, empty_tx));
+            let (produced, empty_rx) = producer.join().expect("the producer does not panic");
+            buffers.extend(empty_rx.try_iter());
+            consumed.and(produced)
+        })
+    };
+    STAGING.with(|cell| *cell.borrow_mut() = buffers);
+    outcome
 }
 
 /// The pages `skip..skip + count` of a blob with these extents, as extents.
@@ -208,13 +292,14 @@ fn pages_of(extents: &[Extent], mut skip: u64, mut count: u64) -> Vec<Extent> {
 }
 
 /// The extents cut into runs of at most `IO_PAGES` pages: one I/O call each.
-fn io_runs(extents: &[Extent]) -> impl Iterator<Item = Extent> + '_ {
-    extents.iter().flat_map(|extent| {
+fn io_runs(extents: &[Extent]) -> Vec<Extent> {
+    let runs = extents.iter().flat_map(|extent| {
         (0..extent.pages).step_by(IO_PAGES).map(move |skip| Extent {
             first: extent.first + skip,
             pages: (extent.pages - skip).min(IO_PAGES as u64),
         })
-    })
+    });
+    runs.collect()
 }
 
 #[cfg(test)]
@@ -246,7 +331,10 @@ mod tests {
                 }
             ]
         );
-        let runs: Vec<_> = io_runs(&extents).map(|r| (r.first, r.pages)).collect();
+        let runs: Vec<_> = io_runs(&extents)
+            .iter()
+            .map(|r| (r.first, r.pages))
+            .collect();
         assert_eq!(runs, [(10, 3), (50, 64), (114, 64), (178, 64), (242, 8)]);
     }
 }
