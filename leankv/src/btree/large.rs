@@ -51,8 +51,8 @@ impl<P: Policy> BTree<P> {
         let reference = std::mem::take(buffer);
         let len = usize::try_from(blob.len)
             .map_err(|_| Error::corruption(0, "a large value beyond the address space"))?;
-        buffer.resize(len, 0);
-        match self.bm.read_blob(&blob, 0, buffer)? {
+        buffer.clear();
+        match self.bm.read_blob(&blob, 0, len, buffer)? {
             Ok(()) => Ok(true),
             Err((page_id, reason)) => {
                 self.changed_meanwhile(key, &reference, page_id, reason)?;
@@ -123,8 +123,10 @@ impl<P: Policy> BTree<P> {
                 return Ok(Some(total));
             }
             let blob = self.decode_blob(&stored.bytes)?;
-            out.resize((end - start) as usize, 0);
-            match self.bm.read_blob(&blob, start, out)? {
+            match self
+                .bm
+                .read_blob(&blob, start, (end - start) as usize, out)?
+            {
                 Ok(()) => return Ok(Some(total)),
                 Err((page_id, reason)) => {
                     self.changed_meanwhile(key, &stored.bytes, page_id, reason)?

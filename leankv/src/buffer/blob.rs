@@ -20,8 +20,12 @@ use super::*;
 use crate::blob::{self, BlobRef, Extent};
 use std::sync::atomic::AtomicU64;
 
-/// Pages per read or write call: large enough for the device's sequential rate.
+/// Pages per read or write call: large enough for the device's sequential rate (1 MiB with
+/// 16 KiB pages), small enough that the two staging buffers stay a small part of the pool.
 const IO_PAGES: usize = 64;
+/// Most pages of one call: a last run this short joins the one before it, so that a value of
+/// a round size, whose pages hold a little less than the size, takes one call and not two.
+const IO_PAGES_MAX: usize = IO_PAGES + IO_PAGES / 4;
 
 /// A blob just written, not yet referenced by a logged record: its extents are freed again
 /// when it is dropped without [`NewBlob::referenced`].
@@ -140,26 +144,30 @@ impl<P: Policy> BufferManager<P> {
         Ok(new)
     }
 
-    /// Reads `out.len()` bytes of `blob` from byte `offset` on (within its length) into
-    /// `out`. The inner error names a page that failed its check and why: the blob was freed
-    /// and its pages reused meanwhile, or they are damaged (the caller tells which).
+    /// Appends `len` bytes of `blob` from byte `offset` on (within its length) to `out`
+    /// (appended, not written over zeroed memory: a fresh buffer of a gigabyte is then touched
+    /// once, by the copy that overlaps the reads). The inner error names a page that failed
+    /// its check and why: the blob was freed and its pages reused meanwhile, or they are
+    /// damaged (the caller tells which); `out` then holds part of the value.
     pub(crate) fn read_blob(
         &self,
         blob: &BlobRef,
         offset: u64,
-        out: &mut [u8],
+        len: usize,
+        out: &mut Vec<u8>,
     ) -> Result<std::result::Result<(), (u64, String)>> {
-        debug_assert!(offset + out.len() as u64 <= blob.len);
-        if out.is_empty() {
+        debug_assert!(offset + len as u64 <= blob.len);
+        if len == 0 {
             return Ok(Ok(()));
         }
+        out.reserve_exact(len);
         let page_size = self.page_size();
         let payload = blob::payload_per_page(page_size) as u64;
         let first_page = offset / payload;
-        let end_page = (offset + out.len() as u64).div_ceil(payload);
+        let end_page = (offset + len as u64).div_ceil(payload);
         let wanted = pages_of(&blob.extents, first_page, end_page - first_page);
         let mut at = first_page * payload; // value offset of the next page read
-        let mut written = 0;
+        let mut left = len;
         let read = |run: Extent, bytes: &mut [u8]| {
             self.storage
                 .read_at(bytes, run.first * page_size as u64)
@@ -177,9 +185,9 @@ impl<P: Policy> BufferManager<P> {
                 }
                 let data = &page[PAGE_HEADER_SIZE..];
                 let skip = offset.saturating_sub(at) as usize;
-                let take = (data.len() - skip).min(out.len() - written);
-                out[written..written + take].copy_from_slice(&data[skip..skip + take]);
-                written += take;
+                let take = (data.len() - skip).min(left);
+                out.extend_from_slice(&data[skip..skip + take]);
+                left -= take;
                 at += payload;
             }
             Ok(())
@@ -189,8 +197,8 @@ impl<P: Policy> BufferManager<P> {
             Err(Failed::Io(error)) => return Err(error),
             Err(Failed::Check(page_id, reason)) => return Ok(Err((page_id, reason))),
         }
-        debug_assert_eq!(written, out.len());
-        self.count(Counter::BlobBytesRead, out.len() as u64);
+        debug_assert_eq!(left, 0);
+        self.count(Counter::BlobBytesRead, len as u64);
         Ok(Ok(()))
     }
 }
@@ -220,10 +228,10 @@ fn pipelined<E: Send>(
 ) -> std::result::Result<(), E> {
     let bytes = |run: Extent| run.pages as usize * page_size;
     let mut buffers = STAGING.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
-    buffers.retain(|buffer| buffer.len() == IO_PAGES * page_size);
+    buffers.retain(|buffer| buffer.len() == IO_PAGES_MAX * page_size);
     let wanted = if runs.len() > 1 { 2 } else { 1 };
     while buffers.len() < wanted {
-        buffers.push(AlignedBuf::new(IO_PAGES * page_size));
+        buffers.push(AlignedBuf::new(IO_PAGES_MAX * page_size));
     }
     let outcome = if let [run] = runs {
         let buffer = &mut buffers[0][..bytes(*run)];
@@ -291,15 +299,27 @@ fn pages_of(extents: &[Extent], mut skip: u64, mut count: u64) -> Vec<Extent> {
     pages
 }
 
-/// The extents cut into runs of at most `IO_PAGES` pages: one I/O call each.
+/// The extents cut into runs of `IO_PAGES` pages (the last of an extent up to
+/// `IO_PAGES_MAX`): one I/O call each.
 fn io_runs(extents: &[Extent]) -> Vec<Extent> {
-    let runs = extents.iter().flat_map(|extent| {
-        (0..extent.pages).step_by(IO_PAGES).map(move |skip| Extent {
-            first: extent.first + skip,
-            pages: (extent.pages - skip).min(IO_PAGES as u64),
-        })
-    });
-    runs.collect()
+    let mut runs = Vec::new();
+    for extent in extents {
+        let mut skip = 0;
+        while skip < extent.pages {
+            let left = extent.pages - skip;
+            let pages = if left <= IO_PAGES_MAX as u64 {
+                left
+            } else {
+                IO_PAGES as u64
+            };
+            runs.push(Extent {
+                first: extent.first + skip,
+                pages,
+            });
+            skip += pages;
+        }
+    }
+    runs
 }
 
 #[cfg(test)]
@@ -335,6 +355,11 @@ mod tests {
             .iter()
             .map(|r| (r.first, r.pages))
             .collect();
-        assert_eq!(runs, [(10, 3), (50, 64), (114, 64), (178, 64), (242, 8)]);
+        assert_eq!(runs, [(10, 3), (50, 64), (114, 64), (178, 72)]);
+        let one_mib = Extent {
+            first: 7,
+            pages: 65,
+        };
+        assert_eq!(io_runs(&[one_mib]), [one_mib]);
     }
 }
