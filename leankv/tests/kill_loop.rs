@@ -7,7 +7,7 @@
 //!
 //! * every commit acknowledged under `Immediate` is present;
 //! * no batch, range removal or dropped tree is partly present;
-//! * every value read is one the child wrote for that key;
+//! * every value read is one the child wrote for that key (large values included);
 //! * `check_integrity` finds nothing.
 //!
 //! The child logs each attempt before it starts and each acknowledgement after it returns, one
@@ -35,9 +35,16 @@ fn options() -> Options {
     common::small(96).checkpoint_every(1 << 20)
 }
 
+/// The value of `key` at `version`: one in six is a large value (stored outside the leaf).
 fn value(key: &str, version: u64) -> Vec<u8> {
     let mut value = format!("{key}@{version}:").into_bytes();
-    value.resize(40 + (version as usize * 7 + key.len()) % 120, b'.');
+    let len = if version % 6 == 5 {
+        2000 + (version as usize * 131) % 20_000
+    } else {
+        40 + (version as usize * 7 + key.len()) % 120
+    };
+    let filler = (0..).map(|i: usize| b'a' + ((i / 7 + version as usize) % 26) as u8);
+    value.extend(filler.take(len.saturating_sub(value.len())));
     value
 }
 
