@@ -13,6 +13,11 @@
 //! (`Db::drop_tree`) is a range removal over all its keys that then removes the catalog entry
 //! and frees the root (its last step), rolled forward the same way.
 //!
+//! A batch that fails halfway (an I/O error, a tree dropped meanwhile) is rolled back at once:
+//! what it replaced is restored by more changes of the same batch, last first, which is then
+//! committed (it changed nothing). Large values the batch replaced are freed with its commit,
+//! except those the rollback put back.
+//!
 //! Invariant: while a checkpoint begins, no batch or range removal is between its first change
 //! and its commit (the batch gate), so every batch that a checkpoint's recovery must roll back,
 //! and every removal it must finish, lies entirely after that checkpoint's record.

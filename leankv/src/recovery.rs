@@ -13,7 +13,8 @@
 //! batch without a commit record in the surviving log is rolled back: each of its changes, from
 //! the last to the first, restores the value before it, unless a committed change to the same
 //! key came later (which then stands). The undo runs as ordinary logged operations after open,
-//! so a crash during it is recovered like any other.
+//! as one batch of its own (its commit frees the large values it leaves unreferenced), so a
+//! crash during it is recovered like any other.
 //!
 //! **Range removals roll forward.** A range removal's steps free leaves whole, which cannot be
 //! undone key by key; instead, one whose `Commit` did not survive is finished after open, from

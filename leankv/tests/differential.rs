@@ -1,4 +1,5 @@
-//! Random operations against `BTreeMap`, with a pool far smaller than the data, reopening the
+//! Random operations against `BTreeMap` (every API that reads or writes keys, parts of values
+//! included), with a pool far smaller than the data, reopening the
 //! database between rounds (with a second tree dropped every other round), and finally
 //! removing almost everything.
 
@@ -178,6 +179,20 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
                     check_range(&tree, &model, &mut rng);
                     assert_eq!(tree.len().unwrap(), model.len() as u64);
                     assert_eq!(tree.is_empty().unwrap(), model.is_empty());
+                }
+                _ if op % 3 == 0 => {
+                    // Part of a value, and its length, without reading the rest.
+                    let expected = model.get(&key);
+                    let len = expected.map_or(0, Vec::len);
+                    let (offset, part) = (rng.usize(..=len + 2), rng.usize(..=len + 2));
+                    let found = tree.get_range(&key, offset as u64, part).unwrap();
+                    let slice = expected.map(|value| {
+                        let start = offset.min(len);
+                        value[start..(start + part).min(len)].to_vec()
+                    });
+                    assert_eq!(found, slice);
+                    let value_len = tree.value_len(&key).unwrap();
+                    assert_eq!(value_len, expected.map(|value| value.len() as u64));
                 }
                 _ => assert_eq!(tree.get(&key).unwrap(), model.get(&key).cloned()),
             }
