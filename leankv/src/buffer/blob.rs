@@ -10,7 +10,9 @@
 //! * **Reading** checks every page (checksum, id, type, blob id) before copying from it.
 //! * **Freeing** happens when the record that stopped referencing a blob is committed: the
 //!   extents are free in a checkpoint's snapshot at once, and handed out again once that record
-//!   is durable (`PageIds::release_extents`).
+//!   is durable (`PageIds::release_extents`). A write that would grow the file while freed
+//!   extents wait makes the log durable first, so overwriting a large value again and again
+//!   reuses its space instead of growing the file by its size each time.
 //!
 //! Invariant: a blob's pages are written once, before any record references them, and never
 //! again while a reference to them may be read or recovered.
@@ -104,12 +106,19 @@ impl<P: Policy> BufferManager<P> {
         let page_size = self.page_size();
         let len = value.len() as u64;
         let id = self.blob_ids.next()?;
+        let pages = blob::pages_for(len, page_size);
+        let wanted = self.page_ids.lock().durable_release_wanted(pages);
+        if let (Some(lsn), Some(log)) = (wanted, &self.log) {
+            // Rather than grow the file while freed extents wait for their records to be
+            // durable (overwriting one large value again and again would grow it by the
+            // value's size each time, until the next sync): sync now, one sync for all.
+            log.wait_durable(lsn)?;
+        }
         let durable = self.log.as_ref().map_or(0, |log| log.durable());
-        let extents = self.page_ids.lock().allocate_extents(
-            blob::pages_for(len, page_size),
-            self.max_extents(),
-            durable,
-        );
+        let extents = self
+            .page_ids
+            .lock()
+            .allocate_extents(pages, self.max_extents(), durable);
         let blob = BlobRef { len, id, extents };
         let new = NewBlob {
             bm: self,

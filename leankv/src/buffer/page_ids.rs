@@ -144,6 +144,14 @@ impl PageIds {
         extents
     }
 
+    /// The LSN to make durable before allocating `pages` pages for a large value, if the file
+    /// would grow for them while extents freed by records not yet durable wait (see
+    /// `released`): once durable, those can be taken instead.
+    pub(crate) fn durable_release_wanted(&self, pages: u64) -> Option<u64> {
+        let (&(lsn, _), free_run_pages) = (self.released.back()?, self.runs.values().sum::<u64>());
+        (free_run_pages < pages).then_some(lsn)
+    }
+
     /// A log record now describes the large value in `extents`.
     pub(crate) fn extents_logged(&mut self, extents: &[Extent]) {
         self.unlogged_extents
