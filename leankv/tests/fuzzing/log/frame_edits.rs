@@ -39,7 +39,7 @@ pub fn interesting(input: &mut Input<'_>, original: u64, width: usize, image: &L
         14 => image.page_count + input.below(4) as u64,
         15 => PAGE_SIZE as u64 + input.below(3) as u64 - 1,
         16 => original ^ (1 << input.below(8 * width.min(8))),
-        _ => original + 1 + input.below(64) as u64,
+        _ => original.wrapping_add(1 + input.below(64) as u64),
     };
     value & max
 }
