@@ -80,21 +80,25 @@ pub fn sequential_read_mib_s(dir: &Path, seconds: u64) -> Result<f64> {
     Ok(measured?["bw"].as_f64().unwrap_or(0.0) / 1024.0)
 }
 
-/// Sequential 1 MiB O_DIRECT writes on a scratch file in `dir`, ending with an `fsync`, in
-/// MiB/s.
-pub fn sequential_write_mib_s(dir: &Path, seconds: u64) -> Result<f64> {
+/// Writes `bytes` to a new scratch file in `dir` with sequential 1 MiB O_DIRECT writes ending
+/// with an `fsync`, then reads them back the same way (each job stopped after `seconds` at
+/// most): the write and read rates in MiB/s, of as many bytes as an engine is about to move,
+/// just before it does.
+pub fn sequential_write_read_mib_s(dir: &Path, bytes: u64, seconds: u64) -> Result<(f64, f64)> {
     std::fs::create_dir_all(dir)?;
     let file = dir.join("fio-scratch");
-    let measured = fio_job(
-        &file,
-        "write",
-        "1m",
-        1,
-        seconds,
-        &["--direct=1", "--end_fsync=1"],
-    );
     std::fs::remove_file(&file).ok();
-    Ok(measured?["write"]["bw"].as_f64().unwrap_or(0.0) / 1024.0)
+    let size = format!("--size={bytes}");
+    let once = ["--direct=1", "--time_based=0", size.as_str()];
+    let write_args = [&once[..], &["--end_fsync=1"]].concat();
+    let measured = fio_job(&file, "write", "1m", 1, seconds, &write_args).and_then(|write| {
+        let read = fio_job(&file, "read", "1m", 1, seconds, &once)?;
+        Ok((write, read))
+    });
+    std::fs::remove_file(&file).ok();
+    let (write, read) = measured?;
+    let rate = |job: &serde_json::Value, rw: &str| job[rw]["bw"].as_f64().unwrap_or(0.0) / 1024.0;
+    Ok((rate(&write, "write"), rate(&read, "read")))
 }
 
 /// Runs the three fio jobs on a scratch file in `dir`; appends the record to `results`.

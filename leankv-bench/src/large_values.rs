@@ -1,7 +1,8 @@
 //! `large-values`: writing and reading values of 1 MiB, 16 MiB and 256 MiB (by default) next to
-//! the device's sequential write and read bandwidth, measured with fio in the same sitting
-//! (before and after the engine's runs); and the peak memory of writing and reading one value
-//! of a gigabyte with a 64 MiB pool.
+//! the device's sequential write and read bandwidth, measured with fio on as many bytes just
+//! before and just after each size (the device's rate swings by half within minutes on the
+//! shared VMs, so each ratio compares with the mean of two adjacent measurements); and the
+//! peak memory of writing and reading one value of a gigabyte with a 64 MiB pool.
 //!
 //! Writes are timed up to a `flush` that makes them durable (the device's writes end with an
 //! `fsync` too); reads get each value whole. Large values are read and written past the pool
@@ -36,8 +37,8 @@ pub struct LargeValueArgs {
     /// The value whose peak memory is measured (0: skip), written and read with `--pool`.
     #[arg(long, default_value = "1G", value_parser = byte_count)]
     memory_value: u64,
-    /// Seconds per fio job measuring the device (0: skip the device).
-    #[arg(long, default_value_t = 10)]
+    /// Most seconds per fio job measuring the device (0: skip the device).
+    #[arg(long, default_value_t = 30)]
     fio_seconds: u64,
     /// Label stored with the records (defaults to a time stamp).
     #[arg(long)]
@@ -64,8 +65,8 @@ pub struct LargeValueRun {
     /// Writing every value and the `flush` after it.
     pub write_mib_s: f64,
     pub read_mib_s: f64,
-    /// The device's sequential 1 MiB direct writes (ending with an fsync) and reads, mean of
-    /// the measurements before and after the engine's runs (0 when skipped).
+    /// The device's sequential 1 MiB direct writes (ending with an fsync) and reads of as many
+    /// bytes, mean of just before and just after (0 when skipped).
     pub device_write_mib_s: f64,
     pub device_read_mib_s: f64,
 }
@@ -208,19 +209,8 @@ fn memory(args: &LargeValueArgs, dir: &Path) -> Result<LargeValueMemory> {
     })
 }
 
-/// The device's sequential write and read bandwidth in MiB/s (zeros when skipped).
-fn device_bandwidth(args: &LargeValueArgs, dir: &Path) -> Result<(f64, f64)> {
-    if args.fio_seconds == 0 {
-        return Ok((0.0, 0.0));
-    }
-    Ok((
-        device::sequential_write_mib_s(dir, args.fio_seconds)?,
-        device::sequential_read_mib_s(dir, args.fio_seconds)?,
-    ))
-}
-
-/// Measures the device, every size and the memory, then the device again; appends the records
-/// to the results file and prints them.
+/// Measures the device and leankv for every size, then the memory; appends the records to the
+/// results file and prints them.
 pub fn run(args: &LargeValueArgs) -> Result<Vec<Record<LargeValueRecord>>> {
     if args.sizes.iter().any(|&size| size < 8) || args.pool == 0 {
         bail!("value sizes must be at least 8 bytes and the pool positive");
@@ -241,13 +231,25 @@ pub fn run(args: &LargeValueArgs) -> Result<Vec<Record<LargeValueRecord>>> {
         "memory_value": args.memory_value,
         "direct_io": args.common.direct_io,
     });
-    let before = device_bandwidth(args, &data_dir)?;
-    let mut runs = Vec::new();
+    let mut records = Vec::new();
     for &size in &args.sizes {
+        let device = || match args.fio_seconds {
+            0 => Ok((0.0, 0.0)),
+            seconds => {
+                let bytes = (args.total / size).max(1) * size;
+                device::sequential_write_read_mib_s(&data_dir, bytes, seconds)
+            }
+        };
+        let before = device()?;
         let dir = tempdir_in(&data_dir)?;
         let run = throughput(args, size, &dir);
         std::fs::remove_dir_all(&dir)?;
-        runs.push(run?);
+        let after = device()?;
+        records.push(LargeValueRecord::Throughput(LargeValueRun {
+            device_write_mib_s: (before.0 + after.0) / 2.0,
+            device_read_mib_s: (before.1 + after.1) / 2.0,
+            ..run?
+        }));
     }
     let memory = match args.memory_value {
         0 => None,
@@ -258,13 +260,6 @@ pub fn run(args: &LargeValueArgs) -> Result<Vec<Record<LargeValueRecord>>> {
             Some(measured?)
         }
     };
-    let after = device_bandwidth(args, &data_dir)?;
-    let mut records = Vec::new();
-    for mut run in runs {
-        run.device_write_mib_s = (before.0 + after.0) / 2.0;
-        run.device_read_mib_s = (before.1 + after.1) / 2.0;
-        records.push(LargeValueRecord::Throughput(run));
-    }
     records.extend(memory.map(LargeValueRecord::Memory));
     let records: Vec<_> = records
         .into_iter()
@@ -278,10 +273,6 @@ pub fn run(args: &LargeValueArgs) -> Result<Vec<Record<LargeValueRecord>>> {
         report::append(&results, record)?;
     }
     println!("{}", table(&records).render());
-    println!(
-        "device: {:.0} / {:.0} MiB/s sequential writes, {:.0} / {:.0} MiB/s reads (before / after)",
-        before.0, after.0, before.1, after.1
-    );
     println!("results appended to {} (label {label})", results.display());
     Ok(records)
 }
@@ -294,9 +285,11 @@ pub fn table(records: &[Record<LargeValueRecord>]) -> Table {
         "pool MiB",
         "durability",
         "write MiB/s",
-        "/ device",
+        "device",
+        "ratio",
         "read MiB/s",
-        "/ device",
+        "device",
+        "ratio",
         "peak MiB (write / read)",
     ]);
     let ratio = |engine: f64, device: f64| match device {
@@ -311,8 +304,10 @@ pub fn table(records: &[Record<LargeValueRecord>]) -> Table {
                 (run.pool_bytes >> 20).to_string(),
                 run.durability.name().into(),
                 format!("{:.0}", run.write_mib_s),
+                format!("{:.0}", run.device_write_mib_s),
                 ratio(run.write_mib_s, run.device_write_mib_s),
                 format!("{:.0}", run.read_mib_s),
+                format!("{:.0}", run.device_read_mib_s),
                 ratio(run.read_mib_s, run.device_read_mib_s),
                 "-".into(),
             ]),
@@ -320,6 +315,8 @@ pub fn table(records: &[Record<LargeValueRecord>]) -> Table {
                 (memory.value_bytes >> 20).to_string(),
                 "1".into(),
                 (memory.pool_bytes >> 20).to_string(),
+                "-".into(),
+                "-".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
