@@ -10,7 +10,8 @@
 //!   whose old end frames are reclaimed; a cooling page touched again returns without I/O.
 //! * Optimistic latches and epoch-based reclamation keep readers from writing shared memory.
 //! * A B+-tree with optimistic lock coupling, variable-size keys and values and fence keys
-//!   provides the ordered map.
+//!   provides the ordered map. Values may be up to 4 GiB - 1 long: those longer than a
+//!   quarter page live in runs of pages of their own, read and written past the pool.
 //!
 //! ```
 //! # fn main() -> leankv::Result<()> {
