@@ -280,6 +280,22 @@ pub fn unix_time() -> u64 {
 /// A fresh directory under `parent` for data that lives only during one run. Scratch
 /// directories left by runs that were killed before they could clean up (their process is
 /// gone) are removed first.
+/// Runs `measure` in a fresh scratch directory under `parent`, removed afterwards (also when
+/// `measure` fails).
+pub fn in_scratch_dir<T>(parent: &Path, measure: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let dir = tempdir_in(parent)?;
+    let measured = measure(&dir);
+    std::fs::remove_dir_all(&dir)?;
+    measured
+}
+
+/// What a benchmark run starts from (see `CommonArgs::sitting`).
+pub struct Sitting {
+    pub label: String,
+    pub data_dir: PathBuf,
+    pub environment: Environment,
+}
+
 pub fn tempdir_in(parent: &Path) -> Result<PathBuf> {
     remove_orphaned_scratch(parent);
     let path = parent.join(format!(

@@ -10,7 +10,7 @@
 
 use crate::device;
 use crate::engine::DurabilityLevel;
-use crate::harness::{tempdir_in, Environment, Record};
+use crate::harness::{in_scratch_dir, Record, Sitting};
 use crate::report::{self, Table};
 use crate::CommonArgs;
 use anyhow::{bail, Context, Result};
@@ -215,14 +215,11 @@ pub fn run(args: &LargeValueArgs) -> Result<Vec<Record<LargeValueRecord>>> {
     if args.sizes.iter().any(|&size| size < 8) || args.pool == 0 {
         bail!("value sizes must be at least 8 bytes and the pool positive");
     }
-    let label = args
-        .label
-        .clone()
-        .unwrap_or_else(|| crate::default_label("large-values"));
-    let data_dir = args.common.data_dir();
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("creating {}", data_dir.display()))?;
-    let environment = Environment::probe(&data_dir);
+    let Sitting {
+        label,
+        data_dir,
+        environment,
+    } = args.common.sitting("large-values", args.label.as_deref())?;
     let options = serde_json::json!({
         "sizes": args.sizes,
         "total": args.total,
@@ -241,24 +238,17 @@ pub fn run(args: &LargeValueArgs) -> Result<Vec<Record<LargeValueRecord>>> {
             }
         };
         let before = device()?;
-        let dir = tempdir_in(&data_dir)?;
-        let run = throughput(args, size, &dir);
-        std::fs::remove_dir_all(&dir)?;
+        let run = in_scratch_dir(&data_dir, |dir| throughput(args, size, dir))?;
         let after = device()?;
         records.push(LargeValueRecord::Throughput(LargeValueRun {
             device_write_mib_s: (before.0 + after.0) / 2.0,
             device_read_mib_s: (before.1 + after.1) / 2.0,
-            ..run?
+            ..run
         }));
     }
     let memory = match args.memory_value {
         0 => None,
-        _ => {
-            let dir = tempdir_in(&data_dir)?;
-            let measured = memory(args, &dir);
-            std::fs::remove_dir_all(&dir)?;
-            Some(measured?)
-        }
+        _ => Some(in_scratch_dir(&data_dir, |dir| memory(args, dir))?),
     };
     records.extend(memory.map(LargeValueRecord::Memory));
     let records: Vec<_> = records

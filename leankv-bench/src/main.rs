@@ -25,7 +25,7 @@ mod tpcc;
 mod workload;
 mod ycsb;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use engine::{DurabilityLevel, EngineKind, PoolSize};
 use std::path::PathBuf;
@@ -147,6 +147,19 @@ impl CommonArgs {
         self.results
             .clone()
             .unwrap_or_else(|| self.output_dir.join("results.jsonl"))
+    }
+
+    /// The start of a run of benchmark `kind`: its label (`label`, else a time stamp), the
+    /// data directory (created) and the machine.
+    fn sitting(&self, kind: &str, label: Option<&str>) -> Result<harness::Sitting> {
+        let data_dir = self.data_dir();
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating {}", data_dir.display()))?;
+        Ok(harness::Sitting {
+            label: label.map_or_else(|| default_label(kind), str::to_string),
+            environment: harness::Environment::probe(&data_dir),
+            data_dir,
+        })
     }
 }
 

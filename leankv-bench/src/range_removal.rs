@@ -3,10 +3,10 @@
 //! the pages in use before and after (from `check_integrity`), and the log written.
 
 use crate::engine::{DurabilityLevel, PoolSize};
-use crate::harness::{tempdir_in, Environment, Record};
+use crate::harness::{in_scratch_dir, Record, Sitting};
 use crate::report::{self, Table};
 use crate::CommonArgs;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use std::path::Path;
@@ -158,14 +158,11 @@ pub fn run(args: &RangeRemovalArgs) -> Result<Vec<Record<RangeRemovalRun>>> {
     if !(0.0..=1.0).contains(&args.fraction) || args.records == 0 {
         bail!("--fraction must lie in 0..=1 and --records be positive");
     }
-    let label = args
-        .label
-        .clone()
-        .unwrap_or_else(|| crate::default_label("remove-range"));
-    let data_dir = args.common.data_dir();
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("creating {}", data_dir.display()))?;
-    let environment = Environment::probe(&data_dir);
+    let Sitting {
+        label,
+        data_dir,
+        environment,
+    } = args.common.sitting("remove-range", args.label.as_deref())?;
     let options = serde_json::json!({
         "records": args.records,
         "value_size": args.value_size,
@@ -176,12 +173,10 @@ pub fn run(args: &RangeRemovalArgs) -> Result<Vec<Record<RangeRemovalRun>>> {
     });
     let mut records = Vec::new();
     for &method in &args.methods {
-        let dir = tempdir_in(&data_dir)?;
-        let run = measure(args, method, &dir);
-        std::fs::remove_dir_all(&dir)?;
+        let run = in_scratch_dir(&data_dir, |dir| measure(args, method, dir))?;
         records.push(Record {
             header: environment.header("remove-range", &label, &options),
-            run: run?,
+            run,
         });
     }
     let results = args.common.results();

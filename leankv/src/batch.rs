@@ -221,8 +221,7 @@ fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredVa
 
 /// The large value `value` references, if it is one.
 fn large<P: Policy>(db: &DbShared<P>, value: Option<&StoredValue>) -> Option<BlobRef> {
-    let value = value.filter(|value| value.blob)?;
-    BlobRef::decode(&value.bytes, db.bm.page_size()).ok()
+    value?.large_value(db.bm.page_size())
 }
 
 /// Restores what the changes `done` of a failed batch replaced, last first, as more changes of

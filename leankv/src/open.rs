@@ -374,8 +374,8 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
                 None
             }
         };
-        if let Some(replaced) = replaced.filter(|value| value.blob) {
-            blobs.dropped(decode(&replaced.bytes)?);
+        if let Some(blob) = replaced.and_then(|value| value.large_value(page_size)) {
+            blobs.dropped(blob);
         }
         if let Some(blob) = put_back {
             blobs.put(blob);

@@ -7,7 +7,7 @@
 
 use crate::engine::{counter, DurabilityLevel, EngineKind, PoolSize, Setup};
 use crate::engines;
-use crate::harness::{self, tempdir_in, Environment, Record};
+use crate::harness::{self, tempdir_in, Record};
 use crate::report::{self, Table};
 use crate::tpcc::{self, check, schema};
 use crate::CommonArgs;
@@ -399,14 +399,12 @@ pub struct RecoveryRun {
 /// keeping the crashed database.
 pub fn run(args: &RecoveryArgs) -> Result<Record<RecoveryRun>> {
     args.validate()?;
-    let label = &args
-        .label
-        .clone()
-        .unwrap_or_else(|| crate::default_label("recovery"));
-    let data_dir = args.common.data_dir();
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("creating {}", data_dir.display()))?;
-    let environment = Environment::probe(&data_dir);
+    let harness::Sitting {
+        label,
+        data_dir,
+        environment,
+    } = args.common.sitting("recovery", args.label.as_deref())?;
+    let label = &label;
     let tpcc_config = tpcc_config(
         args.warehouses,
         args.threads,

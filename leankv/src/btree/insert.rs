@@ -88,8 +88,9 @@ impl<P: Policy> BTree<P> {
         let replaced =
             (found && (batch != 0 || replaces_blob)).then(|| StoredValue::of(leaf.stored(index)));
         // Putting back the reference already there drops nothing.
-        let dropped = self
-            .blob_of(replaced.as_ref())
+        let dropped = replaced
+            .as_ref()
+            .and_then(|replaced| replaced.large_value(self.bm.page_size()))
             .filter(|_| !(value.blob && replaced.as_ref().is_some_and(|r| r.bytes == value.bytes)));
         // A value rewritten in place logs only what changed (and in a batch, what those
         // bytes were).
@@ -148,10 +149,8 @@ impl<P: Policy> BTree<P> {
             if !found {
                 return Ok(Ok(None));
             }
-            if leaf.is_blob(index) {
-                let len = crate::blob::BlobRef::decode(leaf.value(index), self.bm.page_size())
-                    .map_or(0, |blob| blob.len);
-                return Ok(Err(len));
+            if let Some(blob) = leaf.stored(index).large_value(self.bm.page_size()) {
+                return Ok(Err(blob.len));
             }
             value.clear();
             value.extend_from_slice(leaf.value(index));

@@ -18,15 +18,6 @@ impl<P: Policy> BTree<P> {
         node::max_value_size(self.bm.page_size())
     }
 
-    /// The large value a replaced value referenced, if it was one.
-    pub(super) fn blob_of(&self, replaced: Option<&StoredValue>) -> Option<BlobRef> {
-        let replaced = replaced.filter(|value| value.blob)?;
-        let blob = BlobRef::decode(&replaced.bytes, self.bm.page_size());
-        // The leaf was checked when it was read, and this engine wrote it since.
-        debug_assert!(blob.is_ok(), "a checked leaf holds a malformed reference");
-        blob.ok()
-    }
-
     /// The value of `key` as its leaf stores it.
     pub(crate) fn stored_value(&self, key: &[u8]) -> Result<Option<StoredValue>> {
         self.bm.run(|mode| {
@@ -111,18 +102,19 @@ impl<P: Policy> BTree<P> {
             let Some(stored) = self.stored_value(key)? else {
                 return Ok(None);
             };
-            let total = if stored.blob {
-                self.decode_blob(&stored.bytes)?.len
-            } else {
-                stored.bytes.len() as u64
-            };
+            let blob = stored
+                .blob
+                .then(|| self.decode_blob(&stored.bytes))
+                .transpose()?;
+            let total = blob
+                .as_ref()
+                .map_or(stored.bytes.len() as u64, |blob| blob.len);
             let start = offset.min(total);
             let end = start.saturating_add(len as u64).min(total);
-            if !stored.blob {
+            let Some(blob) = blob else {
                 out.extend_from_slice(&stored.bytes[start as usize..end as usize]);
                 return Ok(Some(total));
-            }
-            let blob = self.decode_blob(&stored.bytes)?;
+            };
             match self
                 .bm
                 .read_blob(&blob, start, (end - start) as usize, out)?
@@ -137,9 +129,9 @@ impl<P: Policy> BTree<P> {
 
     /// Adds the large values `leaf` references to `blobs`.
     pub(super) fn collect_blobs(&self, leaf: &Node<'_>, blobs: &mut Vec<BlobRef>) {
-        let replaced = (0..leaf.count())
-            .filter(|&index| leaf.is_blob(index))
-            .map(|index| StoredValue::of(leaf.stored(index)));
-        blobs.extend(replaced.filter_map(|value| self.blob_of(Some(&value))));
+        let page_size = self.bm.page_size();
+        blobs.extend(
+            (0..leaf.count()).filter_map(|index| leaf.stored(index).large_value(page_size)),
+        );
     }
 }

@@ -89,6 +89,11 @@ impl StoredValue {
             blob: self.blob,
         }
     }
+
+    /// The large value this references, if it is one (of a database of `page_size` pages).
+    pub(crate) fn large_value(&self, page_size: usize) -> Option<BlobRef> {
+        self.as_stored().large_value(page_size)
+    }
 }
 
 /// A large-value reference as a leaf stores it.

@@ -54,7 +54,9 @@ impl<P: Policy> BTree<P> {
         debug_assert_eq!(leaf.lower_bound(key), (index, true));
         let replaced =
             (batch != 0 || leaf.is_blob(index)).then(|| StoredValue::of(leaf.stored(index)));
-        let dropped = self.blob_of(replaced.as_ref());
+        let dropped = replaced
+            .as_ref()
+            .and_then(|replaced| replaced.large_value(self.bm.page_size()));
         NodeMut::new(self.bm.page_mut(frame, guard)).remove_at(index);
         self.bm.frame(frame).set_dirty(true);
         let lsn = self.bm.log_leaf(

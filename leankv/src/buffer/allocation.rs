@@ -182,17 +182,13 @@ impl<P: Policy> BufferManager<P> {
     /// Page count (allocation high-water mark) and the free pages: the free list and the
     /// deleted pages whose ids are not handed out again yet.
     pub(crate) fn page_allocation(&self) -> (u64, Vec<u64>) {
-        self.with_page_allocation(|page_count, free| Ok((page_count, free.to_vec())))
-            .expect("infallible")
+        self.with_page_allocation(|page_count, free| (page_count, free.to_vec()))
     }
 
     /// Calls `use_it` with the page count and the free pages (see [`Self::page_allocation`])
     /// while no page id can be handed out: how the free list is saved into pages of its own
     /// without one of them being allocated, and written over, meanwhile.
-    pub(crate) fn with_page_allocation<R>(
-        &self,
-        use_it: impl FnOnce(u64, &[u64]) -> Result<R>,
-    ) -> Result<R> {
+    pub(crate) fn with_page_allocation<R>(&self, use_it: impl FnOnce(u64, &[u64]) -> R) -> R {
         let deferred = self.deleted_while_writing.lock();
         let ids = self.page_ids.lock();
         let mut free = ids.free_pages();

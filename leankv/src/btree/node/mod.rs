@@ -79,6 +79,17 @@ impl<'a> Stored<'a> {
     pub(crate) fn inline(bytes: &'a [u8]) -> Self {
         Stored { bytes, blob: false }
     }
+
+    /// The large value this references, if it is one. Stored values come from checked leaves
+    /// (a reference in one was decoded by the node check), so a malformed one is not expected.
+    pub(crate) fn large_value(self, page_size: usize) -> Option<crate::blob::BlobRef> {
+        if !self.blob {
+            return None;
+        }
+        let blob = crate::blob::BlobRef::decode(self.bytes, page_size);
+        debug_assert!(blob.is_ok(), "a checked leaf holds a malformed reference");
+        blob.ok()
+    }
 }
 
 /// Which keys a descent is after.
