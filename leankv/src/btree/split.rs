@@ -10,15 +10,15 @@
 //! # Why a split point always exists
 //!
 //! Let `P` be the page size, `K = P / 16` the longest key, `V = P / 4` the longest value,
-//! `E = 8 + K + V` the largest leaf entry (slot, key, value) and `H` the node header (56
+//! `E = 10 + K + V` the largest leaf entry (slot, key, value) and `H` the node header (120
 //! bytes). A half carries the header and at most two fences of at most `K` bytes each (inner
 //! fences rounded up to 8), so `C = P - H - 2K` bytes are always left for its entries. Take the
 //! entries in key order with the incoming one among them; their sizes sum to at most
 //! `S <= P - H + E` (the node held all but the incoming one). Cut after the longest prefix of
 //! at most `C` bytes: the prefix fits, and since adding the next entry (at most `E`) would
 //! exceed `C`, the rest holds less than `S - C + E = 2K + 2E - H` bytes, which is at most `C`
-//! whenever `P/8 + 2E <= 7P/8 - 2H`, i.e. for every page size of 1 KiB and more (leankv
-//! accepts 4 KiB to 64 KiB). Inner entries are smaller (`8 + K + 8`), so inner nodes split with
+//! whenever `P/8 + 2E <= 7P/8 - 2H`, i.e. for every page size of 4 KiB and more (leankv
+//! accepts 4 KiB to 64 KiB). Inner entries are smaller (`10 + K + 8`), so inner nodes split with
 //! room to spare. `limits_admit_a_split_for_every_page_size` checks the bound, and
 //! `every_worst_case_node_has_a_split` tries the worst cases.
 //!

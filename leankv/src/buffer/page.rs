@@ -47,7 +47,7 @@ impl<'a> PageView<'a> {
     }
 
     #[inline]
-    fn read<const N: usize>(&self, offset: usize) -> [u8; N] {
+    pub(crate) fn read<const N: usize>(&self, offset: usize) -> [u8; N] {
         if offset.checked_add(N).is_some_and(|end| end <= self.len) {
             // SAFETY: `offset + N <= len`, inside the page; an unaligned read of plain bytes.
             unsafe { self.ptr.add(offset).cast::<[u8; N]>().read_unaligned() }

@@ -31,8 +31,9 @@ const MAGIC: &[u8; 8] = b"LEANKV\0\n";
 /// there: closed.
 const OPEN_MARK: usize = 52;
 const LOG_MARK: usize = 53;
-/// The on-disk format this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The on-disk format this build reads and writes. 2: four-byte key heads in node slots and
+/// large values in blob pages (1 had two-byte heads and no large values).
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// The decoded superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,8 +40,10 @@ pub const HEAP_START: usize = 36;
 pub const GARBAGE: usize = 40;
 pub const HEAD_OFFSET: usize = 44;
 pub const UPPER_SWIP: usize = 48;
-pub const SLOTS: usize = 56;
-pub const SLOT_SIZE: usize = 8;
+pub const HINTS: usize = 56;
+pub const HINT_COUNT: usize = 16;
+pub const SLOTS: usize = HINTS + 4 * HINT_COUNT;
+pub const SLOT_SIZE: usize = 10;
 pub const NO_FENCE: u16 = u16::MAX;
 
 pub fn get_u16(page: &[u8], at: usize) -> u16 {
@@ -110,11 +112,10 @@ pub fn swip_page(word: u64) -> Option<u64> {
     (word & 1 == 1).then_some(word >> 1)
 }
 
-fn key_head(key: &[u8], offset: usize) -> u16 {
-    u16::from_be_bytes([
-        key.get(offset).copied().unwrap_or(0),
-        key.get(offset + 1).copied().unwrap_or(0),
-    ])
+fn key_head(key: &[u8], offset: usize) -> u32 {
+    u32::from_be_bytes(std::array::from_fn(|i| {
+        key.get(offset + i).copied().unwrap_or(0)
+    }))
 }
 
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
@@ -263,9 +264,24 @@ pub fn parse_node(page: &[u8], page_id: u64) -> Result<ParsedNode, String> {
         ));
     }
     for (index, (key, _)) in entries.iter().enumerate() {
-        let head = get_u16(page, SLOTS + index * SLOT_SIZE + 6);
+        let head = get_u32(page, SLOTS + index * SLOT_SIZE + 6);
         if head != key_head(key, head_offset) {
             return Err(format!("entry {index} has a wrong key head"));
+        }
+    }
+    // Hints: in a node of more than 32 entries, hint i is the head of slot (i + 1) * (count /
+    // 17); otherwise zero.
+    for i in 0..HINT_COUNT {
+        let expected = if count > 2 * HINT_COUNT {
+            get_u32(
+                page,
+                SLOTS + (i + 1) * (count / (HINT_COUNT + 1)) * SLOT_SIZE + 6,
+            )
+        } else {
+            0
+        };
+        if get_u32(page, HINTS + 4 * i) != expected {
+            return Err(format!("hint {i} does not match the slots"));
         }
     }
     Ok(ParsedNode {
@@ -435,6 +451,18 @@ pub fn edit_node(page: &mut [u8], input: &mut Input<'_>, context: &EditContext<'
             set_u32(page, GARBAGE, value);
             format!("garbage={value}")
         }
+        7 if input.u8() & 1 == 0 => {
+            // A hint: off by one, another slot's head, or any value.
+            let at = HINTS + 4 * input.below(HINT_COUNT);
+            let original = get_u32(page, at);
+            let value = match input.below(3) {
+                0 => original.wrapping_add(1),
+                1 if count > 0 => get_u32(page, SLOTS + input.below(count) * SLOT_SIZE + 6),
+                _ => input.u64() as u32,
+            };
+            set_u32(page, at, value);
+            format!("hint at {at}={value:#x}")
+        }
         7 => {
             let original = get_u16(page, HEAD_OFFSET);
             let value = match input.below(5) {
@@ -503,9 +531,9 @@ pub fn edit_node(page: &mut [u8], input: &mut Input<'_>, context: &EditContext<'
             }
             let (a, b) = (input.below(count), input.below(count));
             let (a, b) = (SLOTS + a * SLOT_SIZE, SLOTS + b * SLOT_SIZE);
-            let slot_a: [u8; 8] = page[a..a + 8].try_into().unwrap();
-            page.copy_within(b..b + 8, a);
-            page[b..b + 8].copy_from_slice(&slot_a);
+            let slot_a: [u8; SLOT_SIZE] = page[a..a + SLOT_SIZE].try_into().unwrap();
+            page.copy_within(b..b + SLOT_SIZE, a);
+            page[b..b + SLOT_SIZE].copy_from_slice(&slot_a);
             format!("swap slots at {a} and {b}")
         }
         17 => {

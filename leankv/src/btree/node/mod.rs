@@ -12,7 +12,9 @@
 //! | 40..44 | garbage: dead heap bytes that compaction would reclaim               |
 //! | 44..46 | head offset: length of a prefix every key of the node has            |
 //! | 48..56 | inner nodes: swip of the upper child (keys > the last key)           |
-//! | 56..   | slots, 8 bytes each: key offset, key length, value length, key head  |
+//! | 56..120| hints: 16 key heads sampled evenly from the slots (see below)         |
+//! | 120..  | slots, 10 bytes each: key offset u16, key length u16, value length   |
+//! |        | u16, key head u32                                                    |
 //!
 //! The top bit of a leaf slot's value length (`BLOB_FLAG`) marks a value stored outside the
 //! leaf: the leaf holds a reference to it (see `crate::blob`). Leaf values are at most a
@@ -24,15 +26,24 @@
 //! to 8 bytes, so the heap start stays 8-aligned and each swip, stored right after its padded
 //! key, can be read and written atomically; space accounting stays exact.
 //!
-//! The key head is the two key bytes after the head offset, big endian, zero padded. The head
+//! The key head is the four key bytes after the head offset, big endian, zero padded. The head
 //! offset is the length of a prefix all keys of the node share (the head prefix: the first
 //! key's, or in an empty node the lower fence's, first bytes), so the bytes after it are the
 //! first that can differ, and when two heads differ they order the keys without a heap access
-//! during binary search. Keys that begin with a common field, such as a table or warehouse
+//! during binary search. Four bytes (not two) because the keys a node holds are a small slice
+//! of the key space only after the prefix: two bytes left ties, each a heap access, in nearly
+//! every search of an inner node; on a tie only the bytes after the head are compared. Keys that begin with a common field, such as a table or warehouse
 //! number, would otherwise all have one head. A rebuild sets the offset to the prefix the
 //! first and last key share (in sorted order, every key shares it); an empty node takes the
 //! prefix its fences share (every key between them has it); an insert that breaks the prefix
 //! shortens it and recomputes the heads.
+//!
+//! The hints narrow a search before it touches the slots: in a node of more than 32 entries,
+//! hint `i` is the head of slot `(i + 1) * (count / 17)`, so the hints that are below and above
+//! a search key's head bound the slots its position can lie in to about a seventeenth of the
+//! node, and the binary search starts there (in a node of fewer entries they are zero and
+//! unused). The 16 hints share a cache line with the node's header; in a 16 KiB leaf of
+//! 120-byte values they save about four of the seven slot cache lines a search would touch.
 //!
 //! Reading ([`Node`]) never panics and never leaves the page, whatever the bytes say (it may be
 //! reading a page that is being written; the caller validates afterwards). Writing
@@ -58,9 +69,15 @@ const GARBAGE: usize = 40;
 const HEAD_OFFSET: usize = 44;
 /// Offset of the upper child's swip in inner nodes.
 const UPPER_SWIP: usize = 48;
+/// Offset of the hints.
+const HINTS: usize = 56;
+/// Number of hints.
+const HINT_COUNT: usize = 16;
 /// Offset of the first slot: the node header ends here.
-pub(crate) const SLOTS: usize = 56;
-const SLOT_SIZE: usize = 8;
+pub(crate) const SLOTS: usize = HINTS + HINT_COUNT * HEAD_LEN;
+const SLOT_SIZE: usize = 10;
+/// Offset of the key head in a slot.
+const SLOT_HEAD: usize = 6;
 const NO_FENCE: u16 = u16::MAX;
 /// Bytes an inner entry's value (a swip) takes.
 const SWIP_SIZE: usize = 8;
@@ -103,12 +120,27 @@ pub(crate) enum Bound {
     Last,
 }
 
-/// The two bytes of `key` at `offset`, zero padded.
-fn key_head(key: &[u8], offset: usize) -> u16 {
-    u16::from_be_bytes([
-        key.get(offset).copied().unwrap_or(0),
-        key.get(offset + 1).copied().unwrap_or(0),
-    ])
+/// Bytes a key head holds.
+const HEAD_LEN: usize = 4;
+
+/// Slots between two hints in a node of `count` entries, if it keeps hints.
+#[inline]
+fn hint_spacing(count: usize) -> Option<usize> {
+    (count > 2 * HINT_COUNT).then_some(count / (HINT_COUNT + 1))
+}
+
+/// The four bytes of `key` at `offset`, big endian, zero padded.
+#[inline]
+fn key_head(key: &[u8], offset: usize) -> u32 {
+    match key.get(offset..offset + HEAD_LEN) {
+        Some(bytes) => u32::from_be_bytes(bytes.try_into().expect("four bytes")),
+        None => {
+            let mut head = [0u8; HEAD_LEN];
+            let rest = key.get(offset..).unwrap_or_default();
+            head[..rest.len()].copy_from_slice(rest);
+            u32::from_be_bytes(head)
+        }
+    }
 }
 
 /// Bytewise order of two keys, eight bytes at a step. Keys are short (a dozen bytes is

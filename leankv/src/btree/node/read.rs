@@ -17,6 +17,7 @@ impl<'a> Node<'a> {
         Node { page }
     }
 
+    #[inline]
     pub(super) fn max_slots(&self) -> usize {
         self.page.len().saturating_sub(SLOTS) / SLOT_SIZE
     }
@@ -37,18 +38,22 @@ impl<'a> Node<'a> {
         self.level() == 0
     }
 
+    #[inline]
     fn slot(&self, index: usize) -> usize {
         SLOTS + index * SLOT_SIZE
     }
 
+    #[inline]
     pub(super) fn key_offset(&self, index: usize) -> usize {
         usize::from(self.page.u16(self.slot(index)))
     }
 
+    #[inline]
     pub(super) fn key_len(&self, index: usize) -> usize {
         usize::from(self.page.u16(self.slot(index) + 2))
     }
 
+    #[inline]
     pub(super) fn value_len(&self, index: usize) -> usize {
         usize::from(self.page.u16(self.slot(index) + 4) & !BLOB_FLAG)
     }
@@ -68,16 +73,54 @@ impl<'a> Node<'a> {
         }
     }
 
-    pub(super) fn head(&self, index: usize) -> u16 {
-        self.page.u16(self.slot(index) + 6)
+    #[inline]
+    pub(super) fn head(&self, index: usize) -> u32 {
+        self.page.u32(self.slot(index) + SLOT_HEAD)
     }
 
+    /// The hints as stored (zero in a node without hints).
+    #[inline]
+    pub(super) fn hints(&self) -> [u32; HINT_COUNT] {
+        let bytes: [u8; HINT_COUNT * HEAD_LEN] = self.page.read(HINTS);
+        std::array::from_fn(|i| {
+            u32::from_le_bytes(
+                bytes[i * HEAD_LEN..][..HEAD_LEN]
+                    .try_into()
+                    .expect("four bytes"),
+            )
+        })
+    }
+
+    /// The slots `low..high` that hold the position of a key with `head` among `count`
+    /// entries, from the hints: the entries from the last hint below `head` to the first hint
+    /// above it. Whatever the hint bytes say, `low <= high <= count`.
+    #[inline]
+    fn hinted_range(&self, head: u32, count: usize) -> (usize, usize) {
+        let Some(spacing) = hint_spacing(count) else {
+            return (0, count);
+        };
+        let hints = self.hints();
+        // Counting (not searching) compiles to a few vector compares; with sorted hints the
+        // counts are the first hint `>= head` and the first `> head`.
+        let below = hints.iter().filter(|&&hint| hint < head).count();
+        let not_above = hints.iter().filter(|&&hint| hint <= head).count();
+        let low = below * spacing;
+        let high = if not_above < HINT_COUNT {
+            (not_above + 1) * spacing
+        } else {
+            count
+        };
+        (low, high)
+    }
+
+    #[inline]
     pub(super) fn head_offset(&self) -> usize {
         usize::from(self.page.u16(HEAD_OFFSET))
     }
 
     /// The prefix every key of the node starts with (see the module notes); empty if the page
     /// is torn or corrupt.
+    #[inline]
     pub(super) fn head_prefix(&self) -> &'a [u8] {
         let offset = self.head_offset();
         let source = if self.count() > 0 {
@@ -129,6 +172,7 @@ impl<'a> Node<'a> {
         self.page.u64(self.child_offset(index))
     }
 
+    #[inline]
     fn fence(&self, at: usize) -> Option<&'a [u8]> {
         let len = self.page.u16(at + 2);
         (len != NO_FENCE).then(|| {
@@ -137,18 +181,27 @@ impl<'a> Node<'a> {
         })
     }
 
+    #[inline]
     pub(crate) fn lower_fence(&self) -> Option<&'a [u8]> {
         self.fence(LOWER_FENCE)
     }
 
+    #[inline]
     pub(crate) fn upper_fence(&self) -> Option<&'a [u8]> {
         self.fence(UPPER_FENCE)
     }
 
-    /// Order of entry `index` and `key`, which has the node's head prefix and `head`.
-    fn compare(&self, index: usize, key: &[u8], head: u16) -> Ordering {
+    /// Order of entry `index` and `key`, which has the node's head prefix and `head`; `known`
+    /// is the head offset plus the head's length. Equal heads mean equal bytes up to `known`
+    /// (or the shorter key's end), so only the bytes after are compared.
+    #[inline]
+    fn compare(&self, index: usize, key: &[u8], head: u32, known: usize) -> Ordering {
         match self.head(index).cmp(&head) {
-            Ordering::Equal => compare_keys(self.key(index), key),
+            Ordering::Equal => {
+                let stored = self.key(index);
+                let skip = known.min(stored.len()).min(key.len());
+                compare_keys(&stored[skip..], &key[skip..])
+            }
             unequal => unequal,
         }
     }
@@ -163,11 +216,13 @@ impl<'a> Node<'a> {
             let after_all = key > prefix;
             return (if after_all { self.count() } else { 0 }, false);
         }
-        let head = key_head(key, self.head_offset());
-        let (mut low, mut high) = (0, self.count());
+        let head_offset = self.head_offset();
+        let head = key_head(key, head_offset);
+        let known = head_offset + HEAD_LEN;
+        let (mut low, mut high) = self.hinted_range(head, self.count());
         while low < high {
             let middle = low + (high - low) / 2;
-            match self.compare(middle, key, head) {
+            match self.compare(middle, key, head, known) {
                 Ordering::Less => low = middle + 1,
                 Ordering::Greater => high = middle,
                 Ordering::Equal => return (middle, true),

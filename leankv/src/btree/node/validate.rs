@@ -88,6 +88,16 @@ impl<'a> Node<'a> {
                 return Err(format!("keys {} and {index} out of order", index - 1));
             }
         }
+        // A wrong hint would make a search miss a key that is there.
+        let mut expected = [0; HINT_COUNT];
+        if let Some(spacing) = hint_spacing(count) {
+            for (i, hint) in expected.iter_mut().enumerate() {
+                *hint = self.head((i + 1) * spacing);
+            }
+        }
+        if self.hints() != expected {
+            return Err("hints do not match the slots".into());
+        }
         // Writers trust the accounting (compaction must reclaim exactly what it promises), so
         // live bytes and garbage must add up to the heap exactly.
         let garbage = self.page.u32(GARBAGE) as usize;

@@ -45,13 +45,29 @@ impl<'a> NodeMut<'a> {
             .set_u16(HEAD_OFFSET, fence_prefix_len(lower, upper) as u16);
     }
 
-    /// Sets the head offset and recomputes every head (slots only; the heap is untouched).
+    /// Sets the head offset and recomputes every head and the hints (slots only; the heap is
+    /// untouched).
     fn set_head_offset(&mut self, offset: usize) {
         self.page.set_u16(HEAD_OFFSET, offset as u16);
         for index in 0..self.view().count() {
             let head = key_head(self.view().key(index), offset);
-            self.page.set_u16(SLOTS + index * SLOT_SIZE + 6, head);
+            self.page
+                .set_u32(SLOTS + index * SLOT_SIZE + SLOT_HEAD, head);
         }
+        self.refresh_hints();
+    }
+
+    /// Samples the hints from the slots (zeroes them in a node too small for hints). Every
+    /// change of the slots ends with it.
+    fn refresh_hints(&mut self) {
+        let view = self.view();
+        let mut hints = [0u8; HINT_COUNT * HEAD_LEN];
+        if let Some(spacing) = hint_spacing(view.count()) {
+            for (i, hint) in hints.chunks_exact_mut(HEAD_LEN).enumerate() {
+                hint.copy_from_slice(&view.head((i + 1) * spacing).to_le_bytes());
+            }
+        }
+        self.page.set_bytes(HINTS, &hints);
     }
 
     fn set_fence(&mut self, at: usize, fence: Option<&[u8]>) {
@@ -96,6 +112,12 @@ impl<'a> NodeMut<'a> {
 
     /// [`Self::insert_at`] for a leaf value as stored (maybe a large-value reference).
     pub(crate) fn insert_stored(&mut self, index: usize, key: &[u8], stored: Stored<'_>) {
+        self.place(index, key, stored);
+        self.refresh_hints();
+    }
+
+    /// Inserts without refreshing the hints (a rebuild refreshes them once at its end).
+    fn place(&mut self, index: usize, key: &[u8], stored: Stored<'_>) {
         let value = stored.bytes;
         let view = self.view();
         let leaf = view.is_leaf();
@@ -126,7 +148,7 @@ impl<'a> NodeMut<'a> {
         let flag = if stored.blob { BLOB_FLAG } else { 0 };
         self.page.set_u16(slot + 4, value.len() as u16 | flag);
         let head = key_head(key, self.view().head_offset());
-        self.page.set_u16(slot + 6, head);
+        self.page.set_u32(slot + SLOT_HEAD, head);
         self.page.set_u16(COUNT, (count + 1) as u16);
     }
 
@@ -147,6 +169,7 @@ impl<'a> NodeMut<'a> {
             let offset = self.view().widest_head_offset();
             self.set_head_offset(offset);
         }
+        self.refresh_hints();
     }
 
     /// Overwrites the value of leaf entry `index` with one of the same length (both inline).
@@ -212,7 +235,7 @@ impl<'a> NodeMut<'a> {
         fresh.init(level, lower, upper);
         fresh.set_upper_child(upper_child);
         for (index, (key, value)) in entries.enumerate() {
-            fresh.insert_stored(index, key, value);
+            fresh.place(index, key, value);
         }
         let offset = fresh.view().widest_head_offset();
         fresh.set_head_offset(offset);
