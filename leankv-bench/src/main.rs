@@ -22,6 +22,7 @@ mod sim;
 mod stats;
 mod suite;
 mod tpcc;
+mod vmcache;
 mod workload;
 mod ycsb;
 
@@ -107,6 +108,11 @@ enum Command {
     /// Values of 1 MiB, 16 MiB and 256 MiB written and read next to the device's sequential
     /// bandwidth (fio, same sitting), and the peak memory of a 1 GiB value with a 64 MiB pool.
     LargeValues(large_values::LargeValueArgs),
+    /// leankv side by side with vmcache (a binary built from github.com/viktorleis/vmcache,
+    /// given by --vmcache): uniform lookups and TPC-C with a random home warehouse, in memory
+    /// or beyond it, the engines alternating round by round; each round's ratio and their
+    /// median.
+    Vmcache(vmcache::VmcacheArgs),
     /// The TPC-C process `recovery` runs and kills.
     #[command(hide = true)]
     RecoveryChild(recovery::ChildArgs),
@@ -309,6 +315,11 @@ fn main() -> Result<()> {
         }
         Command::LargeValues(args) => {
             let records = large_values::run(&args)?;
+            publish(&args.common, &records, None)
+        }
+        Command::Vmcache(args) => {
+            let sitting = args.common.sitting("vmcache", args.label.as_deref())?;
+            let records = vmcache::run(&args, &sitting)?;
             publish(&args.common, &records, None)
         }
         Command::Plot(args) => plot_cmd::run(&args),
