@@ -273,8 +273,10 @@ fn measure_vmcache(
     threads: usize,
     warmup: u64,
 ) -> Result<Rate> {
-    // Virtual memory for every page the data may take (TPC-C grows), at least vmcache's 16.
-    let virtual_gib = (shape.pool_gib * 4).max(16);
+    // Virtual memory for every page the data may take (TPC-C grows): vmcache's default of
+    // 16 GiB, or twice the pool (it maps the whole range, which must not exceed what the
+    // kernel lets a process map).
+    let virtual_gib = (shape.pool_gib * 2).max(16);
     info!(
         "vmcache: {:?} of {} with {} GiB, {threads} threads (loading first)",
         shape.workload, shape.size, shape.pool_gib
