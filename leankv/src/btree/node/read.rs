@@ -209,26 +209,38 @@ impl<'a> Node<'a> {
     /// First index whose key is `>= key`, and whether it is equal.
     #[inline]
     pub(crate) fn lower_bound(&self, key: &[u8]) -> (usize, bool) {
-        let prefix = self.head_prefix();
-        if key.len() < prefix.len() || compare_keys(&key[..prefix.len()], prefix).is_ne() {
-            // Heads only order keys with the node's prefix; any other key lies before or
-            // after every entry.
-            let after_all = key > prefix;
-            return (if after_all { self.count() } else { 0 }, false);
-        }
+        let count = self.count();
         let head_offset = self.head_offset();
         let head = key_head(key, head_offset);
         let known = head_offset + HEAD_LEN;
-        let (mut low, mut high) = self.hinted_range(head, self.count());
+        let (mut low, mut high) = self.hinted_range(head, count);
+        let mut found = false;
         while low < high {
             let middle = low + (high - low) / 2;
             match self.compare(middle, key, head, known) {
                 Ordering::Less => low = middle + 1,
                 Ordering::Greater => high = middle,
-                Ordering::Equal => return (middle, true),
+                Ordering::Equal => {
+                    (low, found) = (middle, true);
+                    break;
+                }
             }
         }
-        (low, false)
+        // Heads order only keys with the node's head prefix, so the result stands only if
+        // `key` has it. Every key of the node has it: the prefix is read from the key the
+        // search landed on, whose cache line the caller reads next anyway (the value, or the
+        // child's swip, follows the key), not from the first key's.
+        let source = match count {
+            0 => self.lower_fence().unwrap_or_default(),
+            _ => self.key(low.min(count - 1)),
+        };
+        let prefix = source.get(..head_offset).unwrap_or_default();
+        match key.get(..prefix.len()) {
+            Some(start) if compare_keys(start, prefix).is_eq() => (low, found),
+            // Any other key lies before or after every entry.
+            _ if key > prefix => (count, false),
+            _ => (0, false),
+        }
     }
 
     /// First index whose key is `> key`.
