@@ -34,8 +34,8 @@ impl<'a> Batches<'a> {
         }
     }
 
-    fn put(&mut self, table: Table, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
-        self.pending[table].push((key, value));
+    fn put(&mut self, table: Table, key: Key, value: Vec<u8>) -> Result<()> {
+        self.pending[table].push((key.to_vec(), value));
         if self.pending[table].len() >= BATCH {
             self.engine.put_batch(table, &self.pending[table])?;
             self.pending[table].clear();
@@ -63,11 +63,11 @@ pub fn now() -> u64 {
 
 fn address(random: &mut TpccRandom) -> Address {
     Address {
-        street_1: random.astring(10, 20),
-        street_2: random.astring(10, 20),
-        city: random.astring(10, 20),
-        state: random.astring(2, 2).to_ascii_uppercase(),
-        zip: random.zip(),
+        street_1: random.astring(10, 20).into(),
+        street_2: random.astring(10, 20).into(),
+        city: random.astring(10, 20).into(),
+        state: random.astring(2, 2).to_ascii_uppercase().into(),
+        zip: random.zip().into(),
     }
 }
 
@@ -125,9 +125,9 @@ fn load_items(engine: &dyn Engine, random: &mut TpccRandom) -> Result<u64> {
     for i in 1..=ITEMS {
         let item = Item {
             image_id: random.uniform(1, 10_000),
-            name: random.astring(14, 24),
+            name: random.astring(14, 24).into(),
             price: random.cents(100, 10_000),
-            data: random.data_with_original(),
+            data: random.data_with_original().into(),
         };
         batches.put(ITEM, item_key(i), item.encode())?;
     }
@@ -138,13 +138,13 @@ fn load_items(engine: &dyn Engine, random: &mut TpccRandom) -> Result<u64> {
 fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Result<u64> {
     let mut batches = Batches::new(engine);
     let mut rows = 0u64;
-    let mut put = |table: Table, key: Vec<u8>, value: Vec<u8>| {
+    let mut put = |table: Table, key: Key, value: Vec<u8>| {
         rows += 1;
         batches.put(table, key, value)
     };
     let date = now();
     let warehouse = Warehouse {
-        name: random.astring(6, 10),
+        name: random.astring(6, 10).into(),
         address: address(random),
         tax: random.uniform(0, 2_000),
         ytd: 30_000_000,
@@ -153,17 +153,17 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
     for i in 1..=ITEMS {
         let stock = Stock {
             quantity: random.uniform(10, 100),
-            dist: std::array::from_fn(|_| random.astring(24, 24)),
+            dist: std::array::from_fn(|_| random.astring(24, 24).into()),
             ytd: 0,
             order_count: 0,
             remote_count: 0,
-            data: random.data_with_original(),
+            data: random.data_with_original().into(),
         };
         put(STOCK, stock_key(w, i), stock.encode())?;
     }
     for d in 1..=DISTRICTS {
         let district = District {
-            name: random.astring(6, 10),
+            name: random.astring(6, 10).into(),
             address: address(random),
             tax: random.uniform(0, 2_000),
             ytd: 3_000_000,
@@ -178,25 +178,24 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
                 random.last_name_number()
             };
             let customer = Customer {
-                first: random.astring(8, 16),
-                middle: b"OE".to_vec(),
-                last: last_name(number),
+                first: random.astring(8, 16).into(),
+                middle: Text::new(b"OE"),
+                last: last_name(number).into(),
                 address: address(random),
-                phone: random.nstring(16, 16),
+                phone: random.nstring(16, 16).into(),
                 since: date,
-                credit: if random.uniform(1, 10) == 1 {
+                credit: Text::new(if random.uniform(1, 10) == 1 {
                     b"BC"
                 } else {
                     b"GC"
-                }
-                .to_vec(),
+                }),
                 credit_limit: 5_000_000,
                 discount: random.uniform(0, 5_000),
                 balance: -1_000,
                 ytd_payment: 1_000,
                 payment_count: 1,
                 delivery_count: 0,
-                data: random.astring(300, 500),
+                data: random.astring(300, 500).into(),
             };
             let index_key = customer_by_name_key(w, d, &customer.last, &customer.first, c);
             put(CUSTOMER_BY_NAME, index_key, Vec::new())?;
@@ -209,7 +208,7 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
                 warehouse: w,
                 date,
                 amount: 1_000,
-                data: random.astring(12, 24),
+                data: random.astring(12, 24).into(),
             };
             let sequence = (u64::from(w) << 32) | (u64::from(d) << 16) | u64::from(c);
             put(HISTORY, history_key(0, sequence), history.encode())?;
@@ -241,7 +240,7 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
                     } else {
                         random.cents(1, 999_999)
                     },
-                    dist_info: random.astring(24, 24),
+                    dist_info: random.astring(24, 24).into(),
                 };
                 put(ORDER_LINE, order_line_key(w, d, o, number), line.encode())?;
             }

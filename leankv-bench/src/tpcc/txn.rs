@@ -135,7 +135,12 @@ pub struct Worker<'a> {
     /// Distinguishes this worker's history keys (see `history_key`).
     origin: u32,
     history_sequence: u64,
+    /// Scratch space reused by every transaction, so that running one allocates nothing:
+    /// values read, rows encoded, keys and items collected by scans.
     buffer: Vec<u8>,
+    row: Vec<u8>,
+    keys: Vec<Key>,
+    items: Vec<u32>,
 }
 
 impl<'a> Worker<'a> {
@@ -147,6 +152,9 @@ impl<'a> Worker<'a> {
             origin,
             history_sequence: 0,
             buffer: Vec::new(),
+            row: Vec::new(),
+            keys: Vec::new(),
+            items: Vec::new(),
         }
     }
 
@@ -254,7 +262,7 @@ impl<'a> Worker<'a> {
                     if supply != w {
                         stock.remote_count += 1;
                     }
-                    stock.dist[usize::from(d) - 1].clone()
+                    stock.dist[usize::from(d) - 1]
                 },
             )?;
             let amount = i64::from(quantity) * price;
@@ -267,10 +275,14 @@ impl<'a> Worker<'a> {
                 amount,
                 dist_info,
             };
-            engine.put(ORDER_LINE, &order_line_key(w, d, o, number), &line.encode())?;
+            engine.put(
+                ORDER_LINE,
+                &order_line_key(w, d, o, number),
+                line.encode_in(&mut self.row),
+            )?;
         }
         // Published after its lines, the entries that lead other transactions to it last.
-        engine.put(ORDER, &order_key(w, d, o), &order.encode())?;
+        engine.put(ORDER, &order_key(w, d, o), order.encode_in(&mut self.row))?;
         engine.put(NEW_ORDER, &order_key(w, d, o), &[])?;
         engine.put(ORDER_BY_CUSTOMER, &order_by_customer_key(w, d, c, o), &[])?;
         // The total the terminal would show (clause 2.4.2.2), in 1/10,000 of a cent.
@@ -334,7 +346,7 @@ impl<'a> Worker<'a> {
             &warehouse_key(w),
             |warehouse: &mut Warehouse| {
                 warehouse.ytd += amount;
-                warehouse.name.clone()
+                warehouse.name
             },
         )?;
         let district_name = update(
@@ -343,7 +355,7 @@ impl<'a> Worker<'a> {
             &district_key(w, d),
             |district: &mut District| {
                 district.ytd += amount;
-                district.name.clone()
+                district.name
             },
         )?;
         let c = self.choose_customer(engine, customer_w, customer_d)?;
@@ -355,18 +367,16 @@ impl<'a> Worker<'a> {
                 customer.balance -= amount;
                 customer.ytd_payment += amount;
                 customer.payment_count += 1;
-                if customer.credit == b"BC" {
+                if &*customer.credit == b"BC" {
                     let mut data =
                         format!("{c} {customer_d} {customer_w} {d} {w} {amount} ").into_bytes();
                     data.extend_from_slice(&customer.data);
                     data.truncate(CUSTOMER_DATA_WIDTH);
-                    customer.data = data;
+                    customer.data = data.into();
                 }
             },
         )?;
-        let mut data = warehouse_name;
-        data.extend_from_slice(b"    ");
-        data.extend_from_slice(&district_name);
+        let data = Text::concat(&[&warehouse_name, b"    ", &district_name]);
         let history = History {
             customer: c,
             customer_district: customer_d,
@@ -381,7 +391,7 @@ impl<'a> Worker<'a> {
         engine.put(
             HISTORY,
             &history_key(self.origin, self.history_sequence),
-            &history.encode(),
+            history.encode_in(&mut self.row),
         )?;
         Ok(())
     }
@@ -430,13 +440,14 @@ impl<'a> Worker<'a> {
                 order.carrier = carrier;
                 order.customer
             })?;
-            let mut line_keys = Vec::new();
+            let line_keys = &mut self.keys;
+            line_keys.clear();
             scan_prefix(engine, ORDER_LINE, &order_key(w, d, o), |key, _| {
-                line_keys.push(key.to_vec());
+                line_keys.push(Key::of(key));
                 true
             })?;
             let mut total = 0;
-            for key in &line_keys {
+            for key in line_keys.iter() {
                 total += update(engine, ORDER_LINE, key, |line: &mut OrderLine| {
                     line.delivery_date = date;
                     line.amount
@@ -466,7 +477,7 @@ impl<'a> Worker<'a> {
         loop {
             let mut oldest = None;
             scan_prefix(engine, NEW_ORDER, &prefix, |key, _| {
-                oldest = Some(key.to_vec());
+                oldest = Some(Key::of(key));
                 false
             })?;
             let Some(key) = oldest else {
@@ -485,13 +496,14 @@ impl<'a> Worker<'a> {
         let district: District = read(engine, DISTRICT, &district_key(w, d), &mut self.buffer)?;
         let next = district.next_order_id;
         let end = order_key(w, d, next);
-        let mut items = Vec::new();
+        let items = &mut self.items;
+        items.clear();
         engine.scan(
             ORDER_LINE,
             &order_key(w, d, next.saturating_sub(20)),
-            Some(&end),
+            Some(&*end),
             &mut |key, value| {
-                if key >= end.as_slice() {
+                if key >= &*end {
                     return false;
                 }
                 if let Some(line) = OrderLine::decode(value) {
@@ -503,7 +515,7 @@ impl<'a> Worker<'a> {
         items.sort_unstable();
         items.dedup();
         let mut low = 0;
-        for item in items {
+        for &item in items.iter() {
             let stock: Stock = read(engine, STOCK, &stock_key(w, item), &mut self.buffer)?;
             low += usize::from(stock.quantity < threshold);
         }

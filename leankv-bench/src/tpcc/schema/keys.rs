@@ -35,101 +35,149 @@ pub const TABLES: &[&str] = &[
 /// Width of first and last names in keys and rows.
 pub const NAME_WIDTH: usize = 16;
 
-/// Builds a key from big-endian fields.
-#[derive(Default)]
-pub struct Key(Vec<u8>);
+/// Longest key: a customer-by-name entry (warehouse, district, two names, id).
+const MAX_KEY_LEN: usize = 4 + 1 + 2 * NAME_WIDTH + 4;
+
+/// A key built from big-endian fields, kept inline (building one allocates nothing).
+#[derive(Clone, Copy)]
+pub struct Key {
+    len: u8,
+    bytes: [u8; MAX_KEY_LEN],
+}
+
+impl Default for Key {
+    fn default() -> Self {
+        Key {
+            len: 0,
+            bytes: [0; MAX_KEY_LEN],
+        }
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        (**self).cmp(&**other)
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", &**self)
+    }
+}
 
 impl Key {
-    pub fn u8(mut self, value: u8) -> Self {
-        self.0.push(value);
+    /// A key with these bytes (a key read back from a scan).
+    pub fn of(bytes: &[u8]) -> Key {
+        Key::default().push(bytes)
+    }
+
+    fn push(mut self, field: &[u8]) -> Self {
+        let start = usize::from(self.len);
+        self.bytes[start..start + field.len()].copy_from_slice(field);
+        self.len += field.len() as u8;
         self
     }
 
-    pub fn u32(mut self, value: u32) -> Self {
-        self.0.extend_from_slice(&value.to_be_bytes());
-        self
+    pub fn u8(self, value: u8) -> Self {
+        self.push(&[value])
     }
 
-    pub fn u64(mut self, value: u64) -> Self {
-        self.0.extend_from_slice(&value.to_be_bytes());
-        self
+    pub fn u32(self, value: u32) -> Self {
+        self.push(&value.to_be_bytes())
+    }
+
+    pub fn u64(self, value: u64) -> Self {
+        self.push(&value.to_be_bytes())
     }
 
     /// A name zero-padded to `NAME_WIDTH` bytes, so shorter names sort first.
-    pub fn name(mut self, name: &[u8]) -> Self {
+    pub fn name(self, name: &[u8]) -> Self {
         debug_assert!(name.len() <= NAME_WIDTH);
-        let start = self.0.len();
-        self.0.extend_from_slice(name);
-        self.0.resize(start + NAME_WIDTH, 0);
-        self
-    }
-
-    pub fn build(self) -> Vec<u8> {
-        self.0
+        let mut padded = [0u8; NAME_WIDTH];
+        padded[..name.len()].copy_from_slice(name);
+        self.push(&padded)
     }
 }
 
-pub fn warehouse_key(w: u32) -> Vec<u8> {
-    Key::default().u32(w).build()
+pub fn warehouse_key(w: u32) -> Key {
+    Key::default().u32(w)
 }
 
-pub fn district_key(w: u32, d: u8) -> Vec<u8> {
-    Key::default().u32(w).u8(d).build()
+pub fn district_key(w: u32, d: u8) -> Key {
+    Key::default().u32(w).u8(d)
 }
 
-pub fn customer_key(w: u32, d: u8, c: u32) -> Vec<u8> {
-    Key::default().u32(w).u8(d).u32(c).build()
+pub fn customer_key(w: u32, d: u8, c: u32) -> Key {
+    Key::default().u32(w).u8(d).u32(c)
 }
 
-pub fn customer_by_name_key(w: u32, d: u8, last: &[u8], first: &[u8], c: u32) -> Vec<u8> {
-    Key::default()
-        .u32(w)
-        .u8(d)
-        .name(last)
-        .name(first)
-        .u32(c)
-        .build()
+pub fn customer_by_name_key(w: u32, d: u8, last: &[u8], first: &[u8], c: u32) -> Key {
+    Key::default().u32(w).u8(d).name(last).name(first).u32(c)
 }
 
 /// The prefix of all index entries for customers named `last` in one district.
-pub fn customer_by_name_prefix(w: u32, d: u8, last: &[u8]) -> Vec<u8> {
-    Key::default().u32(w).u8(d).name(last).build()
+pub fn customer_by_name_prefix(w: u32, d: u8, last: &[u8]) -> Key {
+    Key::default().u32(w).u8(d).name(last)
 }
 
 /// History rows have no key in the specification: `origin` (0 for the loader, the worker
 /// number plus one for workers) and a sequence number of that origin make one.
-pub fn history_key(origin: u32, sequence: u64) -> Vec<u8> {
-    Key::default().u32(origin).u64(sequence).build()
+pub fn history_key(origin: u32, sequence: u64) -> Key {
+    Key::default().u32(origin).u64(sequence)
 }
 
 /// Also the key of the order's NEW-ORDER row.
-pub fn order_key(w: u32, d: u8, o: u32) -> Vec<u8> {
-    Key::default().u32(w).u8(d).u32(o).build()
+pub fn order_key(w: u32, d: u8, o: u32) -> Key {
+    Key::default().u32(w).u8(d).u32(o)
 }
 
-pub fn order_by_customer_key(w: u32, d: u8, c: u32, o: u32) -> Vec<u8> {
-    Key::default().u32(w).u8(d).u32(c).u32(o).build()
+pub fn order_by_customer_key(w: u32, d: u8, c: u32, o: u32) -> Key {
+    Key::default().u32(w).u8(d).u32(c).u32(o)
 }
 
-pub fn order_line_key(w: u32, d: u8, o: u32, number: u8) -> Vec<u8> {
-    Key::default().u32(w).u8(d).u32(o).u8(number).build()
+pub fn order_line_key(w: u32, d: u8, o: u32, number: u8) -> Key {
+    Key::default().u32(w).u8(d).u32(o).u8(number)
 }
 
-pub fn item_key(i: u32) -> Vec<u8> {
-    Key::default().u32(i).build()
+pub fn item_key(i: u32) -> Key {
+    Key::default().u32(i)
 }
 
-pub fn stock_key(w: u32, i: u32) -> Vec<u8> {
-    Key::default().u32(w).u32(i).build()
+pub fn stock_key(w: u32, i: u32) -> Key {
+    Key::default().u32(w).u32(i)
 }
 
-/// The first key after every key that starts with `prefix` (`None`: no such key).
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
+/// The first key after every key that starts with `prefix` (`None`: no such key); `prefix`
+/// is (a prefix of) a key.
+pub fn prefix_end(prefix: &[u8]) -> Option<Key> {
+    let mut end = Key::of(prefix);
+    while let Some(&last) = end.last() {
+        end.len -= 1;
         if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end);
+            return Some(end.u8(last + 1));
         }
     }
     None
@@ -173,7 +221,7 @@ mod tests {
         let prefix = district_key(3, 255);
         let end = prefix_end(&prefix).unwrap();
         assert!(order_key(3, 255, u32::MAX) < end && end <= district_key(4, 0));
-        assert_eq!(prefix_end(&[1, 0xff, 0xff]), Some(vec![2]));
-        assert_eq!(prefix_end(&[0xff, 0xff]), None);
+        assert_eq!(prefix_end(&[1, 0xff, 0xff]).as_deref(), Some(&[2][..]));
+        assert!(prefix_end(&[0xff, 0xff]).is_none());
     }
 }

@@ -72,11 +72,69 @@ impl Reader<'_> {
         u64::from_le_bytes(self.take())
     }
 
-    pub fn text(&mut self, width: usize) -> Vec<u8> {
-        let len = usize::from(self.u8()).min(width);
-        let text = self.bytes[self.at..self.at + len].to_vec();
-        self.at += width;
+    pub fn text<const W: usize>(&mut self) -> Text<W> {
+        let len = usize::from(self.u8()).min(W);
+        let text = Text::new(&self.bytes[self.at..self.at + len]);
+        self.at += W;
         text
+    }
+}
+
+/// A text field kept inline, at most `W` bytes (longer text is cut): decoding a row
+/// allocates nothing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Text<const W: usize> {
+    len: u16,
+    bytes: [u8; W],
+}
+
+impl<const W: usize> Text<W> {
+    /// The parts one after the other (cut at `W` bytes).
+    pub fn concat(parts: &[&[u8]]) -> Self {
+        let mut text = Text::default();
+        for part in parts {
+            let start = usize::from(text.len);
+            let len = part.len().min(W - start);
+            text.bytes[start..start + len].copy_from_slice(&part[..len]);
+            text.len += len as u16;
+        }
+        text
+    }
+
+    pub fn new(text: &[u8]) -> Self {
+        let len = text.len().min(W);
+        let mut bytes = [0; W];
+        bytes[..len].copy_from_slice(&text[..len]);
+        Text {
+            len: len as u16,
+            bytes,
+        }
+    }
+}
+
+impl<const W: usize> Default for Text<W> {
+    fn default() -> Self {
+        Text::new(&[])
+    }
+}
+
+impl<const W: usize> std::ops::Deref for Text<W> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl<const W: usize> From<Vec<u8>> for Text<W> {
+    fn from(text: Vec<u8>) -> Self {
+        Text::new(&text)
+    }
+}
+
+impl<const W: usize> std::fmt::Debug for Text<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
     }
 }
 
@@ -90,6 +148,13 @@ pub trait Row: Sized {
         let mut bytes = vec![0; Self::SIZE];
         self.encode_into(&mut bytes);
         bytes
+    }
+
+    /// Encodes into `buffer` (resized to `SIZE`): a caller that reuses one allocates nothing.
+    fn encode_in<'b>(&self, buffer: &'b mut Vec<u8>) -> &'b [u8] {
+        buffer.resize(Self::SIZE, 0);
+        self.encode_into(buffer);
+        buffer
     }
 
     /// Encodes into `bytes`, which must be `SIZE` long.
@@ -109,11 +174,11 @@ pub trait Row: Sized {
 /// Street, city, state and zip: the address block several relations share.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Address {
-    pub street_1: Vec<u8>,
-    pub street_2: Vec<u8>,
-    pub city: Vec<u8>,
-    pub state: Vec<u8>,
-    pub zip: Vec<u8>,
+    pub street_1: Text<20>,
+    pub street_2: Text<20>,
+    pub city: Text<20>,
+    pub state: Text<2>,
+    pub zip: Text<9>,
 }
 
 impl Address {
@@ -129,18 +194,18 @@ impl Address {
 
     fn read(input: &mut Reader<'_>) -> Self {
         Address {
-            street_1: input.text(20),
-            street_2: input.text(20),
-            city: input.text(20),
-            state: input.text(2),
-            zip: input.text(9),
+            street_1: input.text::<20>(),
+            street_2: input.text::<20>(),
+            city: input.text::<20>(),
+            state: input.text::<2>(),
+            zip: input.text::<9>(),
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warehouse {
-    pub name: Vec<u8>,
+    pub name: Text<10>,
     pub address: Address,
     /// Rate in 1/10,000.
     pub tax: u32,
@@ -160,7 +225,7 @@ impl Row for Warehouse {
 
     fn read(input: &mut Reader<'_>) -> Self {
         Warehouse {
-            name: input.text(10),
+            name: input.text::<10>(),
             address: Address::read(input),
             tax: input.u32(),
             ytd: input.i64(),
@@ -170,7 +235,7 @@ impl Row for Warehouse {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct District {
-    pub name: Vec<u8>,
+    pub name: Text<10>,
     pub address: Address,
     pub tax: u32,
     pub ytd: i64,
@@ -190,7 +255,7 @@ impl Row for District {
 
     fn read(input: &mut Reader<'_>) -> Self {
         District {
-            name: input.text(10),
+            name: input.text::<10>(),
             address: Address::read(input),
             tax: input.u32(),
             ytd: input.i64(),
@@ -201,21 +266,21 @@ impl Row for District {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Customer {
-    pub first: Vec<u8>,
-    pub middle: Vec<u8>,
-    pub last: Vec<u8>,
+    pub first: Text<NAME_WIDTH>,
+    pub middle: Text<2>,
+    pub last: Text<NAME_WIDTH>,
     pub address: Address,
-    pub phone: Vec<u8>,
+    pub phone: Text<16>,
     pub since: u64,
     /// "GC" or "BC".
-    pub credit: Vec<u8>,
+    pub credit: Text<2>,
     pub credit_limit: i64,
     pub discount: u32,
     pub balance: i64,
     pub ytd_payment: i64,
     pub payment_count: u32,
     pub delivery_count: u32,
-    pub data: Vec<u8>,
+    pub data: Text<CUSTOMER_DATA_WIDTH>,
 }
 
 /// Longest customer data (clause 2.5.2.2 keeps it at 500 characters).
@@ -248,13 +313,13 @@ impl Row for Customer {
     }
 
     fn read(input: &mut Reader<'_>) -> Self {
-        let first = input.text(NAME_WIDTH);
-        let middle = input.text(2);
-        let last = input.text(NAME_WIDTH);
+        let first = input.text::<NAME_WIDTH>();
+        let middle = input.text::<2>();
+        let last = input.text::<NAME_WIDTH>();
         let address = Address::read(input);
-        let phone = input.text(16);
+        let phone = input.text::<16>();
         let since = input.u64();
-        let credit = input.text(2);
+        let credit = input.text::<2>();
         let credit_limit = input.i64();
         let discount = input.u32();
         let balance = input.i64();
@@ -262,7 +327,7 @@ impl Row for Customer {
         let payment_count = input.u32();
         let delivery_count = input.u32();
         let len = usize::from(u16::from_le_bytes(input.take())).min(CUSTOMER_DATA_WIDTH);
-        let data = input.bytes[input.at..input.at + len].to_vec();
+        let data = Text::new(&input.bytes[input.at..input.at + len]);
         input.at += CUSTOMER_DATA_WIDTH;
         Customer {
             first,
@@ -292,7 +357,7 @@ pub struct History {
     pub warehouse: u32,
     pub date: u64,
     pub amount: i64,
-    pub data: Vec<u8>,
+    pub data: Text<24>,
 }
 
 impl Row for History {
@@ -318,7 +383,7 @@ impl Row for History {
             warehouse: input.u32(),
             date: input.u64(),
             amount: input.i64(),
-            data: input.text(24),
+            data: input.text::<24>(),
         }
     }
 }
@@ -363,7 +428,7 @@ pub struct OrderLine {
     pub delivery_date: u64,
     pub quantity: u8,
     pub amount: i64,
-    pub dist_info: Vec<u8>,
+    pub dist_info: Text<24>,
 }
 
 impl Row for OrderLine {
@@ -385,7 +450,7 @@ impl Row for OrderLine {
             delivery_date: input.u64(),
             quantity: input.u8(),
             amount: input.i64(),
-            dist_info: input.text(24),
+            dist_info: input.text::<24>(),
         }
     }
 }
@@ -393,9 +458,9 @@ impl Row for OrderLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     pub image_id: u32,
-    pub name: Vec<u8>,
+    pub name: Text<24>,
     pub price: i64,
-    pub data: Vec<u8>,
+    pub data: Text<50>,
 }
 
 impl Row for Item {
@@ -411,9 +476,9 @@ impl Row for Item {
     fn read(input: &mut Reader<'_>) -> Self {
         Item {
             image_id: input.u32(),
-            name: input.text(24),
+            name: input.text::<24>(),
             price: input.i64(),
-            data: input.text(50),
+            data: input.text::<50>(),
         }
     }
 }
@@ -422,11 +487,11 @@ impl Row for Item {
 pub struct Stock {
     pub quantity: u32,
     /// S_DIST_01 .. S_DIST_10.
-    pub dist: [Vec<u8>; 10],
+    pub dist: [Text<24>; 10],
     pub ytd: u32,
     pub order_count: u32,
     pub remote_count: u32,
-    pub data: Vec<u8>,
+    pub data: Text<50>,
 }
 
 impl Row for Stock {
@@ -446,11 +511,11 @@ impl Row for Stock {
     fn read(input: &mut Reader<'_>) -> Self {
         Stock {
             quantity: input.u32(),
-            dist: std::array::from_fn(|_| input.text(24)),
+            dist: std::array::from_fn(|_| input.text::<24>()),
             ytd: input.u32(),
             order_count: input.u32(),
             remote_count: input.u32(),
-            data: input.text(50),
+            data: input.text::<50>(),
         }
     }
 }
@@ -462,36 +527,36 @@ mod tests {
     #[test]
     fn rows_round_trip_at_their_fixed_sizes() {
         let address = Address {
-            street_1: b"street one".to_vec(),
-            street_2: b"s2".to_vec(),
-            city: b"a city with a long na".to_vec(), // 21 bytes: cut to 20
-            state: b"CA".to_vec(),
-            zip: b"123411111".to_vec(),
+            street_1: Text::new(b"street one"),
+            street_2: Text::new(b"s2"),
+            city: Text::new(b"a city with a long na"), // 21 bytes: cut to 20
+            state: Text::new(b"CA"),
+            zip: Text::new(b"123411111"),
         };
         let customer = Customer {
-            first: b"firstname".to_vec(),
-            middle: b"OE".to_vec(),
-            last: b"PRICALLYOUGHT".to_vec(),
+            first: Text::new(b"firstname"),
+            middle: Text::new(b"OE"),
+            last: Text::new(b"PRICALLYOUGHT"),
             address: address.clone(),
-            phone: b"0123456789012345".to_vec(),
+            phone: Text::new(b"0123456789012345"),
             since: 99,
-            credit: b"BC".to_vec(),
+            credit: Text::new(b"BC"),
             credit_limit: 5_000_000,
             discount: 4_999,
             balance: -1_000,
             ytd_payment: 1_000,
             payment_count: 1,
             delivery_count: 0,
-            data: vec![b'x'; 500],
+            data: Text::new(&[b'x'; 500]),
         };
         let bytes = customer.encode();
         assert_eq!(bytes.len(), Customer::SIZE);
         let decoded = Customer::decode(&bytes).unwrap();
-        assert_eq!(decoded.address.city, b"a city with a long n");
+        assert_eq!(&*decoded.address.city, b"a city with a long n");
         assert_eq!(
             Customer {
                 address: Address {
-                    city: b"a city with a long n".to_vec(),
+                    city: Text::new(b"a city with a long n"),
                     ..address
                 },
                 ..customer
@@ -500,11 +565,11 @@ mod tests {
         );
         let stock = Stock {
             quantity: 91,
-            dist: std::array::from_fn(|i| vec![b'a' + i as u8; 24]),
+            dist: std::array::from_fn(|i| Text::new(&[b'a' + i as u8; 24])),
             ytd: 5,
             order_count: 2,
             remote_count: 1,
-            data: b"dataORIGINALdata".to_vec(),
+            data: Text::new(b"dataORIGINALdata"),
         };
         assert_eq!(Stock::decode(&stock.encode()), Some(stock));
         let line = OrderLine {
@@ -513,7 +578,7 @@ mod tests {
             delivery_date: 0,
             quantity: 10,
             amount: 999_999,
-            dist_info: vec![b'q'; 24],
+            dist_info: Text::new(&[b'q'; 24]),
         };
         assert_eq!(OrderLine::decode(&line.encode()), Some(line));
         assert_eq!(Order::decode(&[0; 3]), None, "a value of the wrong size");
