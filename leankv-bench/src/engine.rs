@@ -244,6 +244,26 @@ pub struct Setup {
     pub durability: DurabilityLevel,
     /// Log bytes between leankv's checkpoints (`None`: leankv's default).
     pub checkpoint_every: Option<u64>,
+    /// leankv's page size for a new database (an existing one keeps its own).
+    pub page_size: usize,
+}
+
+/// What a data directory's name adds for a page size other than leankv's default (loads are
+/// kept per page size: a database keeps the page size it was created with).
+pub fn page_size_suffix(page_size: usize) -> String {
+    if page_size == leankv::DEFAULT_PAGE_SIZE {
+        String::new()
+    } else {
+        format!("-{}k", page_size >> 10)
+    }
+}
+
+/// A page size argument: a power of two from 4K to 64K (bytes, or with a K suffix).
+pub fn parse_page_size(text: &str) -> Result<usize, String> {
+    parse_bytes(text)
+        .map(|bytes| bytes as usize)
+        .filter(|bytes| bytes.is_power_of_two() && (4096..=65536).contains(bytes))
+        .ok_or_else(|| format!("{text:?}: expected a power of two from 4K to 64K"))
 }
 
 #[cfg(test)]
@@ -259,6 +279,7 @@ impl Setup {
             scan_prefetch: 0,
             durability,
             checkpoint_every: None,
+            page_size: leankv::DEFAULT_PAGE_SIZE,
         }
     }
 }
@@ -341,6 +362,17 @@ mod tests {
         assert!("abc".parse::<PoolSize>().is_err());
         assert!("-1M".parse::<PoolSize>().is_err());
         assert_eq!(PoolSize::OfData(0.5).bytes(1000), 500);
+    }
+
+    #[test]
+    fn page_sizes_parse_and_name_their_loads() {
+        assert_eq!(parse_page_size("4K"), Ok(4096));
+        assert_eq!(parse_page_size("65536"), Ok(65536));
+        for wrong in ["2K", "128K", "12K", "big"] {
+            assert!(parse_page_size(wrong).is_err(), "{wrong}");
+        }
+        assert_eq!(page_size_suffix(leankv::DEFAULT_PAGE_SIZE), "");
+        assert_eq!(page_size_suffix(4096), "-4k");
     }
 
     #[test]

@@ -192,6 +192,10 @@ struct RunArgs {
     /// each engine's settings in the results say what it ran with. Loads always run off.
     #[arg(long, value_enum, default_value_t = DurabilityLevel::default())]
     durability: DurabilityLevel,
+    /// leankv's page size for new databases: a power of two from 4K to 64K (loads are kept
+    /// per page size).
+    #[arg(long, default_value = "16K", value_parser = engine::parse_page_size)]
+    page_size: usize,
 }
 
 #[derive(Args)]
@@ -371,6 +375,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         data_dir: args.common.data_dir(),
         results: args.common.results(),
         round: 1,
+        page_size: args.run.page_size,
     };
     let records = suite::run(&suite)?;
     println!(
@@ -426,6 +431,7 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         durability: args.run.durability,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
+        page_size: args.run.page_size,
     };
     let records = tpcc::run(&config)?;
     let title = format!("TPC-C, {} warehouses", config.warehouses);
@@ -516,6 +522,7 @@ fn headline(
         data_dir: common.data_dir(),
         results: common.results(),
         round: 1,
+        page_size: leankv::DEFAULT_PAGE_SIZE,
     };
     let beyond_memory = Suite {
         engines: vec![EngineKind::Leankv],

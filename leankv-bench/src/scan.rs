@@ -190,6 +190,7 @@ fn setup(config: &Config, pool_bytes: usize, prefetch: usize) -> Setup {
         // Scans only read: leankv's default serves.
         durability: DurabilityLevel::default(),
         checkpoint_every: None,
+        page_size: leankv::DEFAULT_PAGE_SIZE,
     }
 }
 

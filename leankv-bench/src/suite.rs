@@ -4,7 +4,9 @@
 
 use crate::cgroup::{open_capped, MemoryCap};
 use crate::engine::LOAD_DURABILITY;
-use crate::engine::{counter, DurabilityLevel, Engine, EngineKind, PoolSize, Setup};
+use crate::engine::{
+    counter, page_size_suffix, DurabilityLevel, Engine, EngineKind, PoolSize, Setup,
+};
 use crate::engines;
 use crate::harness::{self, tempdir_in, Environment, Record};
 use crate::report::{self, Latency, Table};
@@ -45,6 +47,8 @@ pub struct Suite {
     pub results: PathBuf,
     /// Which round of repeated runs this suite is (from 1), stored with every record.
     pub round: usize,
+    /// leankv's page size (loads are kept per page size).
+    pub page_size: usize,
 }
 
 /// One measured run, as saved to the results file.
@@ -111,9 +115,12 @@ pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
 /// Where engine `kind` keeps this suite's data.
 fn data_path(suite: &Suite, kind: EngineKind) -> PathBuf {
     let format = kind.loader().name();
-    suite
-        .data_dir
-        .join(format!("{format}-{}x{}", suite.records, suite.value_size))
+    suite.data_dir.join(format!(
+        "{format}-{}x{}{}",
+        suite.records,
+        suite.value_size,
+        page_size_suffix(suite.page_size)
+    ))
 }
 
 /// Every directory this suite loads data into (leankv's files serve as the size reference).
@@ -158,6 +165,7 @@ fn load_setup(suite: &Suite) -> Setup {
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: LOAD_DURABILITY,
         checkpoint_every: None,
+        page_size: suite.page_size,
     }
 }
 
@@ -201,6 +209,7 @@ fn run_engine(
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: suite.durability,
         checkpoint_every: None,
+        page_size: suite.page_size,
     };
     let scratch = if kind.loads_per_run() {
         Some(tempdir_in(&suite.data_dir)?)
@@ -467,9 +476,12 @@ mod tests {
             data_dir: dir.path().join("data"),
             results: dir.path().join("results.jsonl"),
             round: 1,
+            page_size: 4096,
         };
         let records = run(&suite).unwrap();
         assert_eq!(records.len(), 8);
+        assert!(records[0].engine_settings.contains("4 KiB pages"));
+        assert!(dir.path().join("data/leankv-20000x50-4k").is_dir());
         assert!(records.iter().all(|r| r.ops > 0 && r.pool_to_data >= 1.9));
         // leankv reopens its log-free load with its log; the baselines never log.
         assert!(records[0].engine_settings.contains("durability eventual"));

@@ -69,6 +69,10 @@ pub struct VmcacheArgs {
     /// Rounds; each runs everything on both engines.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// leankv's page size for new databases (vmcache's is 4 KiB; loads are kept per page
+    /// size).
+    #[arg(long, default_value = "16K", value_parser = crate::engine::parse_page_size)]
+    page_size: usize,
     /// leankv's write-ahead log (vmcache logs nothing).
     #[arg(long, value_enum, default_value_t = DurabilityLevel::Off)]
     durability: DurabilityLevel,
@@ -181,6 +185,7 @@ pub fn run(args: &VmcacheArgs, sitting: &Sitting) -> Result<Vec<Record<VersusRun
         "warmup_s": warmup,
         "rounds": args.rounds,
         "durability": args.durability,
+        "page_size": args.page_size,
     });
     let mut records = Vec::new();
     for round in 1..=args.rounds {
@@ -364,6 +369,7 @@ fn run_leankv(
                 data_dir: sitting.data_dir.clone(),
                 results,
                 round,
+                page_size: args.page_size,
             };
             let run = suite::run(&suite)?;
             let run = run.first().context("the suite ran nothing")?;
@@ -391,6 +397,7 @@ fn run_leankv(
                 durability: args.durability,
                 data_dir: sitting.data_dir.clone(),
                 results,
+                page_size: args.page_size,
             };
             let run = tpcc::run(&config)?;
             let run = run.first().context("TPC-C ran nothing")?;

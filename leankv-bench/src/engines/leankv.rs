@@ -25,6 +25,7 @@ const EVENTUAL_SYNC_DELAY: Duration = Duration::from_millis(10);
 pub fn options(setup: &Setup) -> Options {
     let options = Options::default()
         .pool_size(setup.pool_bytes)
+        .page_size(setup.page_size)
         .cooling_fraction(setup.cooling_fraction)
         .direct_io(setup.direct_io)
         .scan_prefetch(setup.scan_prefetch);

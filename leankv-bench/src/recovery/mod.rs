@@ -128,6 +128,7 @@ impl ChildArgs {
             scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
             durability: self.durability,
             checkpoint_every: self.checkpoint_every,
+            page_size: leankv::DEFAULT_PAGE_SIZE,
         }
     }
 
@@ -166,6 +167,7 @@ fn tpcc_config(warehouses: u32, threads: usize, direct_io: bool, data_dir: &Path
         durability: DurabilityLevel::default(),
         data_dir: data_dir.to_path_buf(),
         results: PathBuf::new(),
+        page_size: leankv::DEFAULT_PAGE_SIZE,
     }
 }
 

@@ -48,6 +48,7 @@ pub(super) fn run_one(
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: config.durability,
         checkpoint_every: None,
+        page_size: config.page_size,
     };
     let (engine, cap) = open_capped(kind, config.memory_cap, pool_bytes, || {
         if kind.loads_per_run() {

@@ -4,7 +4,9 @@
 use super::load;
 use super::random::NurandConstants;
 use super::schema;
-use crate::engine::{DurabilityLevel, Engine, EngineKind, PoolSize, Setup, LOAD_DURABILITY};
+use crate::engine::{
+    page_size_suffix, DurabilityLevel, Engine, EngineKind, PoolSize, Setup, LOAD_DURABILITY,
+};
 use crate::engines;
 use crate::harness;
 use crate::report;
@@ -40,14 +42,18 @@ pub struct Config {
     pub durability: DurabilityLevel,
     pub data_dir: PathBuf,
     pub results: PathBuf,
+    /// leankv's page size (loads are kept per page size).
+    pub page_size: usize,
 }
 
 /// Where engine `kind` keeps its loaded copy of `config`'s warehouses.
 pub(super) fn data_path(config: &Config, kind: EngineKind) -> PathBuf {
     let format = kind.loader().name();
-    config
-        .data_dir
-        .join(format!("tpcc-{format}-{}w", config.warehouses))
+    config.data_dir.join(format!(
+        "tpcc-{format}-{}w{}",
+        config.warehouses,
+        page_size_suffix(config.page_size)
+    ))
 }
 
 pub(super) fn constants() -> NurandConstants {
@@ -66,6 +72,7 @@ pub(super) fn load_setup(config: &Config) -> Setup {
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: LOAD_DURABILITY,
         checkpoint_every: None,
+        page_size: config.page_size,
     }
 }
 

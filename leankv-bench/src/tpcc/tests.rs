@@ -28,6 +28,7 @@ fn config(dir: &Path) -> Config {
         durability: DurabilityLevel::Immediate,
         data_dir: dir.join("data"),
         results: dir.join("results.jsonl"),
+        page_size: leankv::DEFAULT_PAGE_SIZE,
     }
 }
 
