@@ -16,9 +16,9 @@
 //! entries in key order with the incoming one among them; their sizes sum to at most
 //! `S <= P - H + E` (the node held all but the incoming one). Cut after the longest prefix of
 //! at most `C` bytes: the prefix fits, and since adding the next entry (at most `E`) would
-//! exceed `C`, the rest holds less than `S - C + E = 2K + 2E - H` bytes, which is at most `C`
-//! whenever `P/8 + 2E <= 7P/8 - 2H`, i.e. for every page size of 4 KiB and more (leankv
-//! accepts 4 KiB to 64 KiB). Inner entries are smaller (`10 + K + 8`), so inner nodes split with
+//! exceed `C`, the rest holds less than `S - C + E = 2K + 2E` bytes, which is at most `C`
+//! whenever `4K + 2E + H <= P`, i.e. `P/8 >= 20 + H`: for every page size of 2 KiB and more
+//! (leankv accepts 4 KiB to 64 KiB). Inner entries are smaller (`10 + K + 8`), so inner nodes split with
 //! room to spare. `limits_admit_a_split_for_every_page_size` checks the bound, and
 //! `every_worst_case_node_has_a_split` tries the worst cases.
 //!

@@ -3,7 +3,7 @@
 //! well-formed node, and which pairs does it hold") and structure-aware page edits.
 //!
 //! Written from the format descriptions in `io/page.rs`, `io/superblock.rs`,
-//! `buffer/page_ids.rs` and `btree/node.rs`, not from the engine's code, so that it checks the
+//! `buffer/page_ids.rs` and `btree/node/mod.rs`, not from the engine's code, so that it checks the
 //! engine rather than repeating it.
 
 use super::input::Input;
@@ -20,6 +20,8 @@ pub const TYPE_FREE_LIST: u8 = 3;
 
 // Superblock fields.
 pub const SB_VERSION: usize = 12;
+/// The on-disk format version the engine reads and writes.
+pub const FORMAT_VERSION: u32 = 2;
 pub const SB_PAGE_SIZE: usize = 16;
 pub const SB_CATALOG_ROOT: usize = 20;
 pub const SB_PAGE_COUNT: usize = 28;
@@ -478,7 +480,9 @@ pub fn edit_node(page: &mut [u8], input: &mut Input<'_>, context: &EditContext<'
         8..=11 => {
             let index = slot_index(input);
             let field = input.below(4);
-            let at = SLOTS + index * SLOT_SIZE + 2 * field;
+            // The head is four bytes: either half of it.
+            let half = if field == 3 { 2 * input.below(2) } else { 0 };
+            let at = SLOTS + index * SLOT_SIZE + 2 * field + half;
             if at + 2 > len {
                 return "slot field (outside)".into();
             }

@@ -178,7 +178,7 @@ fn paged(input: &mut Input<'_>, always_valid: bool) -> Vec<u8> {
         file[4..12].copy_from_slice(nodes::MAGIC);
     }
     if keep(input) {
-        set_u32(&mut file, nodes::SB_VERSION, 1);
+        set_u32(&mut file, nodes::SB_VERSION, nodes::FORMAT_VERSION);
     }
     if keep(input) {
         set_u32(&mut file, nodes::SB_PAGE_SIZE, page_size as u32);

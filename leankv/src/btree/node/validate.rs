@@ -54,8 +54,7 @@ impl<'a> Node<'a> {
                 return Err("lower fence not below the upper fence".into());
             }
         }
-        // Shorter is fine (every key has that prefix too): pages written before head
-        // offsets existed say 0.
+        // Shorter is fine: every key has that prefix too.
         if self.head_offset() > self.widest_head_offset() {
             return Err("head offset beyond the prefix the keys share".into());
         }
