@@ -387,6 +387,7 @@ fn run_leankv(
                 warehouses: u32::try_from(shape.size).context("warehouses")?,
                 threads: vec![threads],
                 duration: Duration::from_secs(args.duration),
+                warmup: Duration::from_secs(warmup),
                 affinity: false,
                 pools: vec![pool],
                 repeat: 1,

@@ -17,6 +17,11 @@ pub const TRANSACTION_UNIT: &str =
     "transaction: each transaction is one atomic WriteBatch (all or none after a crash; not \
      isolated from concurrent transactions)";
 
+/// The commit unit without the write-ahead log.
+const UNLOGGED_UNIT: &str = "operation: without the write-ahead log a crash loses everything \
+     since the last flush, so transactions run operation by operation (there is no atomicity \
+     to buy; vmcache's TPC-C logs nothing either)";
+
 /// How long an eventual commit may wait for its sync: leankv's default, set here so that the
 /// settings can name it.
 const EVENTUAL_SYNC_DELAY: Duration = Duration::from_millis(10);
@@ -65,6 +70,8 @@ pub struct LeanEngine<P: Policy> {
     db: Db<P>,
     trees: Vec<Tree<P>>,
     settings: String,
+    /// Whether the database runs with its write-ahead log.
+    logged: bool,
 }
 
 impl<P: Policy> LeanEngine<P> {
@@ -75,7 +82,7 @@ impl<P: Policy> LeanEngine<P> {
         if let (Some(bytes), Some(_)) = (setup.checkpoint_every, setup.durability.leankv()) {
             logging += &format!(", checkpoint every {} MiB of log", bytes >> 20);
         }
-        Self::with_db(db, setup, logging)
+        Self::with_db(db, setup, logging, setup.durability.leankv().is_some())
     }
 
     /// The policies that never evict keep their pages in the pool alone (for `Mmap` a
@@ -97,10 +104,10 @@ impl<P: Policy> LeanEngine<P> {
             "no WAL, nothing durable (in-memory baseline: --durability {} does not apply)",
             setup.durability.name()
         );
-        Self::with_db(db, setup, logging)
+        Self::with_db(db, setup, logging, false)
     }
 
-    fn with_db(db: Db<P>, setup: &Setup, logging: String) -> Result<Self> {
+    fn with_db(db: Db<P>, setup: &Setup, logging: String, logged: bool) -> Result<Self> {
         let trees = setup
             .tables
             .iter()
@@ -120,6 +127,7 @@ impl<P: Policy> LeanEngine<P> {
             db,
             trees,
             settings,
+            logged,
         })
     }
 }
@@ -193,8 +201,12 @@ impl<P: Policy> Engine for LeanEngine<P> {
     }
 
     /// Collects the transaction's writes in one `WriteBatch`, committed when `body` returns
-    /// (nothing if it fails); its reads see its own writes first.
+    /// (nothing if it fails); its reads see its own writes first. Without the log, runs
+    /// `body` operation by operation (see [`UNLOGGED_UNIT`]).
     fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+        if !self.logged {
+            return body(self);
+        }
         let transaction = Transaction {
             engine: self,
             writes: Mutex::new(Writes {
@@ -214,7 +226,11 @@ impl<P: Policy> Engine for LeanEngine<P> {
     }
 
     fn transaction_unit(&self) -> &'static str {
-        TRANSACTION_UNIT
+        if self.logged {
+            TRANSACTION_UNIT
+        } else {
+            UNLOGGED_UNIT
+        }
     }
 
     fn flush(&self) -> Result<()> {

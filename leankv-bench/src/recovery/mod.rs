@@ -157,6 +157,7 @@ fn tpcc_config(warehouses: u32, threads: usize, direct_io: bool, data_dir: &Path
         warehouses,
         threads: vec![threads],
         duration: Duration::ZERO,
+        warmup: Duration::ZERO,
         affinity: true,
         pools: Vec::new(),
         repeat: 1,

@@ -63,6 +63,15 @@ pub(super) fn run_one(
     let data_bytes_start = data_size(engine.as_ref(), &scratch);
     if pool_bytes as u64 >= data_bytes_start {
         harness::read_all(engine.as_ref(), 0..schema::TABLES.len())?;
+    } else if !config.warmup.is_zero() {
+        info!("warming up for {:.0} s", config.warmup.as_secs_f64());
+        run_workers(
+            config,
+            engine.as_ref(),
+            threads,
+            config.warmup,
+            &AtomicU64::new(0),
+        )?;
     }
     let measured = measure(config, engine.as_ref(), &scratch, threads)?;
     let check = if config.check {

@@ -180,7 +180,7 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
             let customer = Customer {
                 first: random.astring(8, 16).into(),
                 middle: Text::new(b"OE"),
-                last: last_name(number).into(),
+                last: last_name(number),
                 address: address(random),
                 phone: random.nstring(16, 16).into(),
                 since: date,

@@ -24,18 +24,15 @@ pub use results::{summary, table, TpccRecord};
 pub use setup::Config;
 pub(crate) use setup::{copy_dir, ensure_loaded};
 
-use crate::engine::{DurabilityLevel, Engine, EngineKind, PoolSize, OPERATION_COMMITS};
+use crate::engine::{Engine, EngineKind, PoolSize, OPERATION_COMMITS};
 use crate::harness::Environment;
 use crate::report;
 use anyhow::{bail, Context, Result};
 
 /// Whether the workers run each transaction as one engine transaction (see `txn`): only
-/// when no two workers share a district, since the engines' transactions are not isolated,
-/// and only with a write-ahead log: without one a crash loses everything since the last
-/// flush, so a transaction has no atomicity to buy and pays nothing for it (as in vmcache's
-/// TPC-C, which has no log either).
+/// when no two workers share a district, since the engines' transactions are not isolated.
 pub fn atomic_transactions(config: &Config, threads: usize) -> bool {
-    config.durability != DurabilityLevel::Off && (config.affinity || threads == 1)
+    config.affinity || threads == 1
 }
 
 /// What one commit covers, stored with every run.

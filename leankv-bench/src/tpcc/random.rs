@@ -2,6 +2,8 @@
 //! integers, NURand, alphanumeric and numeric strings, last names from syllables, zip codes and
 //! the `ORIGINAL` marker in item and stock data.
 
+use super::schema::{Text, NAME_WIDTH};
+
 /// The ten syllables last names are built from (clause 4.3.2.3).
 const SYLLABLES: [&str; 10] = [
     "BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING",
@@ -119,13 +121,14 @@ impl TpccRandom {
 }
 
 /// The last name for `number` in 0..=999: its three digits pick one syllable each.
-pub fn last_name(number: u32) -> Vec<u8> {
+pub fn last_name(number: u32) -> Text<NAME_WIDTH> {
     debug_assert!(number < 1000);
-    let digits = [number / 100, number / 10 % 10, number % 10];
-    digits
-        .iter()
-        .flat_map(|&digit| SYLLABLES[digit as usize].bytes())
-        .collect()
+    let syllable = |digit: u32| SYLLABLES[digit as usize].as_bytes();
+    Text::concat(&[
+        syllable(number / 100),
+        syllable(number / 10 % 10),
+        syllable(number % 10),
+    ])
 }
 
 #[cfg(test)]
@@ -140,12 +143,13 @@ mod tests {
 
     #[test]
     fn last_names_follow_the_syllable_rule() {
-        assert_eq!(last_name(0), b"BARBARBAR");
-        assert_eq!(last_name(371), b"PRICALLYOUGHT");
-        assert_eq!(last_name(999), b"EINGEINGEING");
-        assert_eq!(last_name(40), b"BARPRESBAR");
+        assert_eq!(&*last_name(0), b"BARBARBAR");
+        assert_eq!(&*last_name(371), b"PRICALLYOUGHT");
+        assert_eq!(&*last_name(999), b"EINGEINGEING");
+        assert_eq!(&*last_name(40), b"BARPRESBAR");
         // 1000 distinct names, none longer than the 16 bytes the schema stores.
-        let names: std::collections::BTreeSet<_> = (0..1000).map(last_name).collect();
+        let names: std::collections::BTreeSet<_> =
+            (0..1000).map(|n| last_name(n).to_vec()).collect();
         assert_eq!(names.len(), 1000);
         assert!(names.iter().all(|name| name.len() <= 16));
     }

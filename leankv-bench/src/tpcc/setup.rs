@@ -27,6 +27,10 @@ pub struct Config {
     pub threads: Vec<usize>,
     #[serde(serialize_with = "harness::seconds")]
     pub duration: Duration,
+    /// Unmeasured transactions before each run when the pool does not hold the data (with
+    /// data in memory, the run starts after reading it all).
+    #[serde(serialize_with = "harness::seconds")]
+    pub warmup: Duration,
     /// Each worker owns the warehouses `w` with `(w - 1) % threads == worker` and only
     /// starts transactions there (remote accesses still reach other warehouses).
     pub affinity: bool,

@@ -18,6 +18,7 @@ fn config(dir: &Path) -> Config {
         warehouses: 2,
         threads: vec![2],
         duration: Duration::from_secs(1),
+        warmup: Duration::ZERO,
         affinity: true,
         pools: vec![PoolSize::Bytes(48 << 20)],
         repeat: 1,

@@ -28,6 +28,7 @@ use super::random::{last_name, TpccRandom};
 use super::schema::*;
 use crate::engine::{Engine, Table};
 use anyhow::{anyhow, bail, Result};
+use std::io::Write;
 
 /// The transaction types, in the order of the standard mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,8 +204,9 @@ impl<'a> Worker<'a> {
         let c = self.random.customer_id();
         let line_count = self.random.uniform(5, 15);
         let rollback = self.random.uniform(1, 100) == 1;
-        let mut lines = Vec::with_capacity(line_count as usize);
-        for number in 1..=line_count {
+        let mut lines = [(0, 0, 0); 15];
+        let lines = &mut lines[..line_count as usize];
+        for (number, line) in (1..).zip(lines.iter_mut()) {
             let item = if rollback && number == line_count {
                 UNUSED_ITEM
             } else {
@@ -216,15 +218,15 @@ impl<'a> Worker<'a> {
                 w
             };
             let quantity = self.random.uniform(1, 10);
-            lines.push((item, supply, quantity));
+            *line = (item, supply, quantity);
         }
-        let mut prices = Vec::with_capacity(lines.len());
-        for &(item, _, _) in &lines {
+        let mut prices = [0; 15];
+        for (&(item, _, _), price) in lines.iter().zip(&mut prices) {
             if !engine.get(ITEM, &item_key(item), &mut self.buffer)? {
                 return Ok(Outcome::RolledBack);
             }
             let item = Item::decode(&self.buffer).ok_or_else(|| anyhow!("bad item row"))?;
-            prices.push(item.price);
+            *price = item.price;
         }
         let warehouse: Warehouse = read(engine, WAREHOUSE, &warehouse_key(w), &mut self.buffer)?;
         let (district_tax, o) = update(
@@ -301,7 +303,8 @@ impl<'a> Worker<'a> {
         d: u8,
         last: &[u8],
     ) -> Result<u32> {
-        let mut ids = Vec::new();
+        let ids = &mut self.items;
+        ids.clear();
         scan_prefix(
             engine,
             CUSTOMER_BY_NAME,
@@ -368,11 +371,12 @@ impl<'a> Worker<'a> {
                 customer.ytd_payment += amount;
                 customer.payment_count += 1;
                 if &*customer.credit == b"BC" {
-                    let mut data =
-                        format!("{c} {customer_d} {customer_w} {d} {w} {amount} ").into_bytes();
-                    data.extend_from_slice(&customer.data);
-                    data.truncate(CUSTOMER_DATA_WIDTH);
-                    customer.data = data.into();
+                    let mut line = [0u8; 64];
+                    let mut free = &mut line[..];
+                    write!(free, "{c} {customer_d} {customer_w} {d} {w} {amount} ")
+                        .expect("64 bytes hold six numbers");
+                    let written = 64 - free.len();
+                    customer.data = Text::concat(&[&line[..written], &customer.data]);
                 }
             },
         )?;
