@@ -63,11 +63,11 @@ pub fn now() -> u64 {
 
 fn address(random: &mut TpccRandom) -> Address {
     Address {
-        street_1: random.astring(10, 20).into(),
-        street_2: random.astring(10, 20).into(),
-        city: random.astring(10, 20).into(),
-        state: random.astring(2, 2).to_ascii_uppercase().into(),
-        zip: random.zip().into(),
+        street_1: text(&random.astring(10, 20)),
+        street_2: text(&random.astring(10, 20)),
+        city: text(&random.astring(10, 20)),
+        state: text(&random.astring(2, 2).to_ascii_uppercase()),
+        zip: text(&random.zip()),
     }
 }
 
@@ -125,9 +125,9 @@ fn load_items(engine: &dyn Engine, random: &mut TpccRandom) -> Result<u64> {
     for i in 1..=ITEMS {
         let item = Item {
             image_id: random.uniform(1, 10_000),
-            name: random.astring(14, 24).into(),
+            name: text(&random.astring(14, 24)),
             price: random.cents(100, 10_000),
-            data: random.data_with_original().into(),
+            data: text(&random.data_with_original()),
         };
         batches.put(ITEM, item_key(i), item.encode())?;
     }
@@ -144,7 +144,7 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
     };
     let date = now();
     let warehouse = Warehouse {
-        name: random.astring(6, 10).into(),
+        name: text(&random.astring(6, 10)),
         address: address(random),
         tax: random.uniform(0, 2_000),
         ytd: 30_000_000,
@@ -153,17 +153,17 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
     for i in 1..=ITEMS {
         let stock = Stock {
             quantity: random.uniform(10, 100),
-            dist: std::array::from_fn(|_| random.astring(24, 24).into()),
+            dist: std::array::from_fn(|_| text(&random.astring(24, 24))),
             ytd: 0,
             order_count: 0,
             remote_count: 0,
-            data: random.data_with_original().into(),
+            data: text(&random.data_with_original()),
         };
         put(STOCK, stock_key(w, i), stock.encode())?;
     }
     for d in 1..=DISTRICTS {
         let district = District {
-            name: random.astring(6, 10).into(),
+            name: text(&random.astring(6, 10)),
             address: address(random),
             tax: random.uniform(0, 2_000),
             ytd: 3_000_000,
@@ -178,13 +178,13 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
                 random.last_name_number()
             };
             let customer = Customer {
-                first: random.astring(8, 16).into(),
-                middle: Text::new(b"OE"),
+                first: text(&random.astring(8, 16)),
+                middle: text(b"OE"),
                 last: last_name(number),
                 address: address(random),
-                phone: random.nstring(16, 16).into(),
+                phone: text(&random.nstring(16, 16)),
                 since: date,
-                credit: Text::new(if random.uniform(1, 10) == 1 {
+                credit: text(if random.uniform(1, 10) == 1 {
                     b"BC"
                 } else {
                     b"GC"
@@ -195,7 +195,7 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
                 ytd_payment: 1_000,
                 payment_count: 1,
                 delivery_count: 0,
-                data: random.astring(300, 500).into(),
+                data: text(&random.astring(300, 500)),
             };
             let index_key = customer_by_name_key(w, d, &customer.last, &customer.first, c);
             put(CUSTOMER_BY_NAME, index_key, Vec::new())?;
@@ -208,7 +208,7 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
                 warehouse: w,
                 date,
                 amount: 1_000,
-                data: random.astring(12, 24).into(),
+                data: text(&random.astring(12, 24)),
             };
             let sequence = (u64::from(w) << 32) | (u64::from(d) << 16) | u64::from(c);
             put(HISTORY, history_key(0, sequence), history.encode())?;
@@ -240,7 +240,7 @@ fn load_warehouse(engine: &dyn Engine, w: u32, random: &mut TpccRandom) -> Resul
                     } else {
                         random.cents(1, 999_999)
                     },
-                    dist_info: random.astring(24, 24).into(),
+                    dist_info: text(&random.astring(24, 24)),
                 };
                 put(ORDER_LINE, order_line_key(w, d, o, number), line.encode())?;
             }

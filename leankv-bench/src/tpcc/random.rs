@@ -2,7 +2,7 @@
 //! integers, NURand, alphanumeric and numeric strings, last names from syllables, zip codes and
 //! the `ORIGINAL` marker in item and stock data.
 
-use super::schema::{Text, NAME_WIDTH};
+use super::schema::{concat, Text, NAME_WIDTH};
 
 /// The ten syllables last names are built from (clause 4.3.2.3).
 const SYLLABLES: [&str; 10] = [
@@ -124,7 +124,7 @@ impl TpccRandom {
 pub fn last_name(number: u32) -> Text<NAME_WIDTH> {
     debug_assert!(number < 1000);
     let syllable = |digit: u32| SYLLABLES[digit as usize].as_bytes();
-    Text::concat(&[
+    concat(&[
         syllable(number / 100),
         syllable(number / 10 % 10),
         syllable(number % 10),

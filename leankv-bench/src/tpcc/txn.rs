@@ -264,7 +264,7 @@ impl<'a> Worker<'a> {
                     if supply != w {
                         stock.remote_count += 1;
                     }
-                    stock.dist[usize::from(d) - 1]
+                    stock.dist[usize::from(d) - 1].clone()
                 },
             )?;
             let amount = i64::from(quantity) * price;
@@ -349,7 +349,7 @@ impl<'a> Worker<'a> {
             &warehouse_key(w),
             |warehouse: &mut Warehouse| {
                 warehouse.ytd += amount;
-                warehouse.name
+                warehouse.name.clone()
             },
         )?;
         let district_name = update(
@@ -358,7 +358,7 @@ impl<'a> Worker<'a> {
             &district_key(w, d),
             |district: &mut District| {
                 district.ytd += amount;
-                district.name
+                district.name.clone()
             },
         )?;
         let c = self.choose_customer(engine, customer_w, customer_d)?;
@@ -376,11 +376,11 @@ impl<'a> Worker<'a> {
                     write!(free, "{c} {customer_d} {customer_w} {d} {w} {amount} ")
                         .expect("64 bytes hold six numbers");
                     let written = 64 - free.len();
-                    customer.data = Text::concat(&[&line[..written], &customer.data]);
+                    customer.data = concat(&[&line[..written], &customer.data]);
                 }
             },
         )?;
-        let data = Text::concat(&[&warehouse_name, b"    ", &district_name]);
+        let data = concat(&[&warehouse_name, b"    ", &district_name]);
         let history = History {
             customer: c,
             customer_district: customer_d,
@@ -446,8 +446,8 @@ impl<'a> Worker<'a> {
             })?;
             let line_keys = &mut self.keys;
             line_keys.clear();
-            scan_prefix(engine, ORDER_LINE, &order_key(w, d, o), |key, _| {
-                line_keys.push(Key::of(key));
+            scan_prefix(engine, ORDER_LINE, &order_key(w, d, o), |line, _| {
+                line_keys.push(key(&[line]));
                 true
             })?;
             let mut total = 0;
@@ -480,8 +480,8 @@ impl<'a> Worker<'a> {
         let prefix = district_key(w, d);
         loop {
             let mut oldest = None;
-            scan_prefix(engine, NEW_ORDER, &prefix, |key, _| {
-                oldest = Some(Key::of(key));
+            scan_prefix(engine, NEW_ORDER, &prefix, |found, _| {
+                oldest = Some(key(&[found]));
                 false
             })?;
             let Some(key) = oldest else {

@@ -2,6 +2,7 @@
 //! fixed width.
 
 use crate::engine::Table;
+use arrayvec::ArrayVec;
 
 pub const WAREHOUSE: Table = 0;
 pub const DISTRICT: Table = 1;
@@ -38,146 +39,89 @@ pub const NAME_WIDTH: usize = 16;
 /// Longest key: a customer-by-name entry (warehouse, district, two names, id).
 const MAX_KEY_LEN: usize = 4 + 1 + 2 * NAME_WIDTH + 4;
 
-/// A key built from big-endian fields, kept inline (building one allocates nothing).
-#[derive(Clone, Copy)]
-pub struct Key {
-    len: u8,
-    bytes: [u8; MAX_KEY_LEN],
+/// A key kept inline (building one allocates nothing).
+pub type Key = ArrayVec<u8, MAX_KEY_LEN>;
+
+/// The key made of `fields` one after the other.
+pub fn key(fields: &[&[u8]]) -> Key {
+    let mut key = Key::new();
+    for field in fields {
+        key.try_extend_from_slice(field)
+            .expect("TPC-C keys fit MAX_KEY_LEN");
+    }
+    key
 }
 
-impl Default for Key {
-    fn default() -> Self {
-        Key {
-            len: 0,
-            bytes: [0; MAX_KEY_LEN],
-        }
-    }
-}
-
-impl std::ops::Deref for Key {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
-        **self == **other
-    }
-}
-
-impl Eq for Key {}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Key {
-    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
-        (**self).cmp(&**other)
-    }
-}
-
-impl std::fmt::Debug for Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", &**self)
-    }
-}
-
-impl Key {
-    /// A key with these bytes (a key read back from a scan).
-    pub fn of(bytes: &[u8]) -> Key {
-        Key::default().push(bytes)
-    }
-
-    fn push(mut self, field: &[u8]) -> Self {
-        let start = usize::from(self.len);
-        self.bytes[start..start + field.len()].copy_from_slice(field);
-        self.len += field.len() as u8;
-        self
-    }
-
-    pub fn u8(self, value: u8) -> Self {
-        self.push(&[value])
-    }
-
-    pub fn u32(self, value: u32) -> Self {
-        self.push(&value.to_be_bytes())
-    }
-
-    pub fn u64(self, value: u64) -> Self {
-        self.push(&value.to_be_bytes())
-    }
-
-    /// A name zero-padded to `NAME_WIDTH` bytes, so shorter names sort first.
-    pub fn name(self, name: &[u8]) -> Self {
-        debug_assert!(name.len() <= NAME_WIDTH);
-        let mut padded = [0u8; NAME_WIDTH];
-        padded[..name.len()].copy_from_slice(name);
-        self.push(&padded)
-    }
+/// A name zero-padded to `NAME_WIDTH` bytes, so shorter names sort first.
+fn name(name: &[u8]) -> [u8; NAME_WIDTH] {
+    debug_assert!(name.len() <= NAME_WIDTH);
+    let mut padded = [0; NAME_WIDTH];
+    padded[..name.len()].copy_from_slice(name);
+    padded
 }
 
 pub fn warehouse_key(w: u32) -> Key {
-    Key::default().u32(w)
+    key(&[&w.to_be_bytes()])
 }
 
 pub fn district_key(w: u32, d: u8) -> Key {
-    Key::default().u32(w).u8(d)
+    key(&[&w.to_be_bytes(), &[d]])
 }
 
 pub fn customer_key(w: u32, d: u8, c: u32) -> Key {
-    Key::default().u32(w).u8(d).u32(c)
+    key(&[&w.to_be_bytes(), &[d], &c.to_be_bytes()])
 }
 
 pub fn customer_by_name_key(w: u32, d: u8, last: &[u8], first: &[u8], c: u32) -> Key {
-    Key::default().u32(w).u8(d).name(last).name(first).u32(c)
+    key(&[
+        &w.to_be_bytes(),
+        &[d],
+        &name(last),
+        &name(first),
+        &c.to_be_bytes(),
+    ])
 }
 
 /// The prefix of all index entries for customers named `last` in one district.
 pub fn customer_by_name_prefix(w: u32, d: u8, last: &[u8]) -> Key {
-    Key::default().u32(w).u8(d).name(last)
+    key(&[&w.to_be_bytes(), &[d], &name(last)])
 }
 
 /// History rows have no key in the specification: `origin` (0 for the loader, the worker
 /// number plus one for workers) and a sequence number of that origin make one.
 pub fn history_key(origin: u32, sequence: u64) -> Key {
-    Key::default().u32(origin).u64(sequence)
+    key(&[&origin.to_be_bytes(), &sequence.to_be_bytes()])
 }
 
 /// Also the key of the order's NEW-ORDER row.
 pub fn order_key(w: u32, d: u8, o: u32) -> Key {
-    Key::default().u32(w).u8(d).u32(o)
+    key(&[&w.to_be_bytes(), &[d], &o.to_be_bytes()])
 }
 
 pub fn order_by_customer_key(w: u32, d: u8, c: u32, o: u32) -> Key {
-    Key::default().u32(w).u8(d).u32(c).u32(o)
+    key(&[&w.to_be_bytes(), &[d], &c.to_be_bytes(), &o.to_be_bytes()])
 }
 
 pub fn order_line_key(w: u32, d: u8, o: u32, number: u8) -> Key {
-    Key::default().u32(w).u8(d).u32(o).u8(number)
+    key(&[&w.to_be_bytes(), &[d], &o.to_be_bytes(), &[number]])
 }
 
 pub fn item_key(i: u32) -> Key {
-    Key::default().u32(i)
+    key(&[&i.to_be_bytes()])
 }
 
 pub fn stock_key(w: u32, i: u32) -> Key {
-    Key::default().u32(w).u32(i)
+    key(&[&w.to_be_bytes(), &i.to_be_bytes()])
 }
 
 /// The first key after every key that starts with `prefix` (`None`: no such key); `prefix`
 /// is (a prefix of) a key.
 pub fn prefix_end(prefix: &[u8]) -> Option<Key> {
-    let mut end = Key::of(prefix);
-    while let Some(&last) = end.last() {
-        end.len -= 1;
+    let mut end = key(&[prefix]);
+    while let Some(last) = end.pop() {
         if last < u8::MAX {
-            return Some(end.u8(last + 1));
+            end.push(last + 1);
+            return Some(end);
         }
     }
     None

@@ -2,6 +2,7 @@
 //! rewrite a value in place), written and read field by field.
 
 use super::keys::NAME_WIDTH;
+use arrayvec::ArrayVec;
 
 /// Writes fixed-layout fields into a value.
 pub struct Writer<'a> {
@@ -74,68 +75,30 @@ impl Reader<'_> {
 
     pub fn text<const W: usize>(&mut self) -> Text<W> {
         let len = usize::from(self.u8()).min(W);
-        let text = Text::new(&self.bytes[self.at..self.at + len]);
+        let text = text(&self.bytes[self.at..self.at + len]);
         self.at += W;
         text
     }
 }
 
-/// A text field kept inline, at most `W` bytes (longer text is cut): decoding a row
-/// allocates nothing.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Text<const W: usize> {
-    len: u16,
-    bytes: [u8; W],
+/// A text field kept inline, at most `W` bytes: decoding a row allocates nothing.
+pub type Text<const W: usize> = ArrayVec<u8, W>;
+
+/// `bytes` as a text field, cut at `W` bytes.
+pub fn text<const W: usize>(bytes: &[u8]) -> Text<W> {
+    concat(&[bytes])
 }
 
-impl<const W: usize> Text<W> {
-    /// The parts one after the other (cut at `W` bytes).
-    pub fn concat(parts: &[&[u8]]) -> Self {
-        let mut text = Text::default();
-        for part in parts {
-            let start = usize::from(text.len);
-            let len = part.len().min(W - start);
-            text.bytes[start..start + len].copy_from_slice(&part[..len]);
-            text.len += len as u16;
-        }
-        text
+/// The parts one after the other as a text field, cut at `W` bytes.
+pub fn concat<const W: usize>(parts: &[&[u8]]) -> Text<W> {
+    let mut joined = Text::new();
+    for part in parts {
+        let len = part.len().min(joined.remaining_capacity());
+        joined
+            .try_extend_from_slice(&part[..len])
+            .expect("cut to the remaining capacity");
     }
-
-    pub fn new(text: &[u8]) -> Self {
-        let len = text.len().min(W);
-        let mut bytes = [0; W];
-        bytes[..len].copy_from_slice(&text[..len]);
-        Text {
-            len: len as u16,
-            bytes,
-        }
-    }
-}
-
-impl<const W: usize> Default for Text<W> {
-    fn default() -> Self {
-        Text::new(&[])
-    }
-}
-
-impl<const W: usize> std::ops::Deref for Text<W> {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
-    }
-}
-
-impl<const W: usize> From<Vec<u8>> for Text<W> {
-    fn from(text: Vec<u8>) -> Self {
-        Text::new(&text)
-    }
-}
-
-impl<const W: usize> std::fmt::Debug for Text<W> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", String::from_utf8_lossy(self))
-    }
+    joined
 }
 
 /// A row with a fixed encoded size.
@@ -327,7 +290,7 @@ impl Row for Customer {
         let payment_count = input.u32();
         let delivery_count = input.u32();
         let len = usize::from(u16::from_le_bytes(input.take())).min(CUSTOMER_DATA_WIDTH);
-        let data = Text::new(&input.bytes[input.at..input.at + len]);
+        let data = text(&input.bytes[input.at..input.at + len]);
         input.at += CUSTOMER_DATA_WIDTH;
         Customer {
             first,
@@ -527,27 +490,27 @@ mod tests {
     #[test]
     fn rows_round_trip_at_their_fixed_sizes() {
         let address = Address {
-            street_1: Text::new(b"street one"),
-            street_2: Text::new(b"s2"),
-            city: Text::new(b"a city with a long na"), // 21 bytes: cut to 20
-            state: Text::new(b"CA"),
-            zip: Text::new(b"123411111"),
+            street_1: text(b"street one"),
+            street_2: text(b"s2"),
+            city: text(b"a city with a long na"), // 21 bytes: cut to 20
+            state: text(b"CA"),
+            zip: text(b"123411111"),
         };
         let customer = Customer {
-            first: Text::new(b"firstname"),
-            middle: Text::new(b"OE"),
-            last: Text::new(b"PRICALLYOUGHT"),
+            first: text(b"firstname"),
+            middle: text(b"OE"),
+            last: text(b"PRICALLYOUGHT"),
             address: address.clone(),
-            phone: Text::new(b"0123456789012345"),
+            phone: text(b"0123456789012345"),
             since: 99,
-            credit: Text::new(b"BC"),
+            credit: text(b"BC"),
             credit_limit: 5_000_000,
             discount: 4_999,
             balance: -1_000,
             ytd_payment: 1_000,
             payment_count: 1,
             delivery_count: 0,
-            data: Text::new(&[b'x'; 500]),
+            data: text(&[b'x'; 500]),
         };
         let bytes = customer.encode();
         assert_eq!(bytes.len(), Customer::SIZE);
@@ -556,7 +519,7 @@ mod tests {
         assert_eq!(
             Customer {
                 address: Address {
-                    city: Text::new(b"a city with a long n"),
+                    city: text(b"a city with a long n"),
                     ..address
                 },
                 ..customer
@@ -565,11 +528,11 @@ mod tests {
         );
         let stock = Stock {
             quantity: 91,
-            dist: std::array::from_fn(|i| Text::new(&[b'a' + i as u8; 24])),
+            dist: std::array::from_fn(|i| text(&[b'a' + i as u8; 24])),
             ytd: 5,
             order_count: 2,
             remote_count: 1,
-            data: Text::new(b"dataORIGINALdata"),
+            data: text(b"dataORIGINALdata"),
         };
         assert_eq!(Stock::decode(&stock.encode()), Some(stock));
         let line = OrderLine {
@@ -578,7 +541,7 @@ mod tests {
             delivery_date: 0,
             quantity: 10,
             amount: 999_999,
-            dist_info: Text::new(&[b'q'; 24]),
+            dist_info: text(&[b'q'; 24]),
         };
         assert_eq!(OrderLine::decode(&line.encode()), Some(line));
         assert_eq!(Order::decode(&[0; 3]), None, "a value of the wrong size");
