@@ -17,6 +17,7 @@
 //! Invariant: a blob's pages are written once, before any record references them, and never
 //! again while a reference to them may be read or recovered.
 
+use super::page_ids::ExtentAllocation;
 use super::policy::Policy;
 use super::*;
 use crate::blob::{self, BlobRef, Extent};
@@ -107,18 +108,23 @@ impl<P: Policy> BufferManager<P> {
         let len = value.len() as u64;
         let id = self.blob_ids.next()?;
         let pages = blob::pages_for(len, page_size);
-        let wanted = self.page_ids.lock().durable_release_wanted(pages);
-        if let (Some(lsn), Some(log)) = (wanted, &self.log) {
-            // Rather than grow the file while freed extents wait for their records to be
-            // durable (overwriting one large value again and again would grow it by the
-            // value's size each time, until the next sync): sync now, one sync for all.
-            log.wait_durable(lsn)?;
-        }
-        let durable = self.log.as_ref().map_or(0, |log| log.durable());
-        let extents = self
-            .page_ids
-            .lock()
-            .allocate_extents(pages, self.max_extents(), durable);
+        // Rather than grow the file while freed extents wait for their records to be durable,
+        // sync once (one sync for all of them) and allocate again, then without waiting.
+        let mut may_wait = self.log.is_some();
+        let extents = loop {
+            let durable = self.log.as_ref().map_or(0, |log| log.durable());
+            let allocation =
+                self.page_ids
+                    .lock()
+                    .allocate_extents(pages, self.max_extents(), durable, may_wait);
+            match (allocation, &self.log) {
+                (ExtentAllocation::Allocated(extents), _) => break extents,
+                (ExtentAllocation::WaitForLog(lsn), Some(log)) => log.wait_durable(lsn)?,
+                // Without a log nothing waits to be freed (`may_wait` is false).
+                (ExtentAllocation::WaitForLog(_), None) => {}
+            }
+            may_wait = false;
+        };
         let blob = BlobRef { len, id, extents };
         let new = NewBlob {
             bm: self,

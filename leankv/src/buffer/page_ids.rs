@@ -24,6 +24,16 @@ const NEXT_OFFSET: usize = PAGE_HEADER_SIZE;
 const COUNT_OFFSET: usize = PAGE_HEADER_SIZE + 8;
 const IDS_OFFSET: usize = PAGE_HEADER_SIZE + 16;
 
+/// What [`PageIds::allocate_extents`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ExtentAllocation {
+    /// The extents, taken.
+    Allocated(Vec<Extent>),
+    /// Nothing taken: the file would grow while extents freed by records up to this LSN wait
+    /// for it to be durable.
+    WaitForLog(u64),
+}
+
 pub(crate) struct PageIds {
     /// Next never-used page id (page 0 is the superblock).
     next: u64,
@@ -100,36 +110,31 @@ impl PageIds {
     /// smallest free run that holds the rest, else the largest free run if it is not shorter
     /// than `MIN_EXTENT_PAGES`, else pages from the end of the file. Extents freed by records
     /// up to `durable` (the log's durable LSN) are free again first.
+    ///
+    /// If the file would grow while extents freed by later records wait (see `released`) and
+    /// `may_wait`, takes nothing and returns [`ExtentAllocation::WaitForLog`] with the LSN to
+    /// make durable first: overwriting a large value again and again then reuses its space
+    /// instead of growing the file by its size each time, at the cost of one sync.
     pub(crate) fn allocate_extents(
         &mut self,
         pages: u64,
         max_extents: usize,
         durable: u64,
-    ) -> Vec<Extent> {
+        may_wait: bool,
+    ) -> ExtentAllocation {
         debug_assert!(pages > 0 && max_extents > 0);
         self.reclaim(durable);
-        let mut extents = Vec::new();
-        let mut left = pages;
-        while left > 0 && extents.len() + 1 < max_extents {
-            let fitting = self
-                .runs
-                .iter()
-                .filter(|(_, &len)| len >= left)
-                .min_by_key(|(_, &len)| len);
-            let (first, len) = match fitting {
-                Some((&first, &len)) => (first, len),
-                None => match self.runs.iter().max_by_key(|(_, &len)| len) {
-                    Some((&first, &len)) if len >= MIN_EXTENT_PAGES => (first, len),
-                    _ => break,
-                },
-            };
-            let take = len.min(left);
-            self.runs.remove(&first);
-            if take < len {
-                self.runs.insert(first + take, len - take);
+        let (from_runs, left) = self.plan_extents(pages, max_extents);
+        if let (true, true, Some(&(lsn, _))) = (left > 0, may_wait, self.released.back()) {
+            return ExtentAllocation::WaitForLog(lsn);
+        }
+        let mut extents = Vec::with_capacity(from_runs.len() + 1);
+        for run in from_runs {
+            let len = self.runs.remove(&run.first).expect("a planned run is free");
+            if run.pages < len {
+                self.runs.insert(run.first + run.pages, len - run.pages);
             }
-            extents.push(Extent { first, pages: take });
-            left -= take;
+            extents.push(run);
         }
         if left > 0 {
             extents.push(Extent {
@@ -141,15 +146,40 @@ impl PageIds {
         if self.unlogged.is_some() {
             self.unlogged_extents.extend(&extents);
         }
-        extents
+        ExtentAllocation::Allocated(extents)
     }
 
-    /// The LSN to make durable before allocating `pages` pages for a large value, if the file
-    /// would grow for them while extents freed by records not yet durable wait (see
-    /// `released`): once durable, those can be taken instead.
-    pub(crate) fn durable_release_wanted(&self, pages: u64) -> Option<u64> {
-        let (&(lsn, _), free_run_pages) = (self.released.back()?, self.runs.values().sum::<u64>());
-        (free_run_pages < pages).then_some(lsn)
+    /// The parts of free runs that `allocate_extents` takes for `pages` pages (see there), and
+    /// how many pages are left to take from the end of the file. Takes nothing yet.
+    fn plan_extents(&self, pages: u64, max_extents: usize) -> (Vec<Extent>, u64) {
+        let mut taken: Vec<Extent> = Vec::new();
+        let mut left = pages;
+        while left > 0 && taken.len() + 1 < max_extents {
+            let untaken = self
+                .runs
+                .iter()
+                .map(|(&first, &pages)| Extent { first, pages })
+                .filter(|run| taken.iter().all(|t| t.first != run.first));
+            let fitting = untaken
+                .clone()
+                .filter(|run| run.pages >= left)
+                .min_by_key(|run| run.pages);
+            let largest = || {
+                untaken
+                    .max_by_key(|run| run.pages)
+                    .filter(|run| run.pages >= MIN_EXTENT_PAGES)
+            };
+            let Some(run) = fitting.or_else(largest) else {
+                break;
+            };
+            let take = run.pages.min(left);
+            taken.push(Extent {
+                first: run.first,
+                pages: take,
+            });
+            left -= take;
+        }
+        (taken, left)
     }
 
     /// A log record now describes the large value in `extents`.
@@ -407,6 +437,14 @@ mod tests {
     use super::*;
     use crate::io::MemoryStorage;
 
+    /// Extents allocated without waiting for the log.
+    fn taken(ids: &mut PageIds, pages: u64, max_extents: usize, durable: u64) -> Vec<Extent> {
+        match ids.allocate_extents(pages, max_extents, durable, false) {
+            ExtentAllocation::Allocated(extents) => extents,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn free_list_roundtrips_through_a_chain_of_its_own_pages() {
         let storage = MemoryStorage::new();
@@ -440,7 +478,7 @@ mod tests {
         // Pages 10..40 free in one run (the flat list from disk is coalesced), 50 alone.
         let free: Vec<u64> = (10..40).chain([50]).collect();
         let mut ids = PageIds::new(100, free, true);
-        let fits = ids.allocate_extents(20, 8, 0);
+        let fits = taken(&mut ids, 20, 8, 0);
         assert_eq!(
             fits,
             [Extent {
@@ -449,7 +487,7 @@ mod tests {
             }]
         );
         // Too long for the run left (10 pages, below the minimum extent): the file grows.
-        let grown = ids.allocate_extents(30, 8, 0);
+        let grown = taken(&mut ids, 30, 8, 0);
         assert_eq!(
             grown,
             [Extent {
@@ -462,8 +500,8 @@ mod tests {
         // Released at LSN 500: free in a checkpoint's snapshot at once, reused once durable.
         ids.release_extents(&fits, 500);
         assert!(ids.snapshot_for_log().1.contains(&15));
-        assert_eq!(ids.allocate_extents(20, 8, 499)[0].first, 130);
-        let reused = ids.allocate_extents(30, 8, 500);
+        assert_eq!(taken(&mut ids, 20, 8, 499)[0].first, 130);
+        let reused = taken(&mut ids, 30, 8, 500);
         // The released 20 pages joined the free 10 after them: one run of 30.
         assert_eq!(
             reused,
@@ -480,11 +518,39 @@ mod tests {
     }
 
     #[test]
+    fn a_value_that_would_grow_the_file_waits_for_released_extents() {
+        // Two free runs of 2 pages (4 in all, but neither holds 3 pages, and both are shorter
+        // than an extent taken in parts) and a released extent of 3 pages whose record ends
+        // at LSN 700.
+        let mut ids = PageIds::new(20, vec![4, 5, 7, 8], true);
+        let value = Extent {
+            first: 10,
+            pages: 3,
+        };
+        ids.release_extents(&[value], 700);
+        let wait = ids.allocate_extents(3, 8, 600, true);
+        assert_eq!(wait, ExtentAllocation::WaitForLog(700));
+        // Nothing was taken meanwhile; once LSN 700 is durable the released extent is reused.
+        assert_eq!(
+            ids.allocate_extents(3, 8, 700, true),
+            ExtentAllocation::Allocated(vec![value])
+        );
+        // Nothing left to wait for: the file grows.
+        assert_eq!(
+            ids.allocate_extents(3, 8, 700, true),
+            ExtentAllocation::Allocated(vec![Extent {
+                first: 20,
+                pages: 3
+            }])
+        );
+    }
+
+    #[test]
     fn a_value_longer_than_any_run_is_spread_over_few_extents() {
         // Runs of 16, 32 and 3 pages: the large ones are taken, the short one is not.
         let free: Vec<u64> = (10..26).chain(30..62).chain(70..73).collect();
         let mut ids = PageIds::new(100, free, false);
-        let extents = ids.allocate_extents(60, 8, 0);
+        let extents = taken(&mut ids, 60, 8, 0);
         assert_eq!(
             extents,
             [
@@ -505,7 +571,7 @@ mod tests {
         // At most `max_extents`: the rest comes from the end of the file in one piece.
         let mut ids = PageIds::new(100, (10..26).chain(30..62).collect(), false);
         assert_eq!(
-            ids.allocate_extents(60, 2, 0),
+            taken(&mut ids, 60, 2, 0),
             [
                 Extent {
                     first: 30,
