@@ -72,6 +72,14 @@ pub struct Stats {
     pub frames_in_use: usize,
     /// Pages in the page file (allocation high-water mark, superblock included).
     pub page_count: u64,
+    /// Pages below `page_count` that hold nothing: the free list (its own pages included) and
+    /// freed pages whose reuse still waits (on the log, or on a write in flight). New pages
+    /// are taken from them before the file grows; the page file never shrinks, so only a copy
+    /// into a new database (as the `leankv compact` command makes) gives their space back.
+    pub free_pages: u64,
+    /// The on-disk format version of the page file (this build reads and writes only this one;
+    /// a file of another version is refused at open with [`Error::NotADatabase`]).
+    pub format_version: u32,
     /// Bytes appended to the write-ahead log and written since open (0 without a log).
     pub log_bytes_written: u64,
     /// Syncs of the log files since open: with group commit, far fewer than commits.
@@ -324,6 +332,8 @@ impl<P: Policy> Db<P> {
     /// Current counters and facts.
     pub fn stats(&self) -> Stats {
         let bm = &self.shared.bm;
+        let (page_count, free_pages) =
+            bm.with_page_allocation(|page_count, free| (page_count, free.len() as u64));
         let counters = bm.counters();
         let count = |counter: Counter| counters[counter as usize];
         let log = bm.log().map(|log| log.counters()).unwrap_or_default();
@@ -345,7 +355,9 @@ impl<P: Policy> Db<P> {
             page_size: bm.page_size(),
             pool_frames: bm.frame_count() as usize,
             frames_in_use: bm.frames_in_use(),
-            page_count: bm.page_allocation().0,
+            page_count,
+            free_pages,
+            format_version: crate::io::superblock::FORMAT_VERSION,
             log_bytes_written: log.bytes,
             log_syncs: log.syncs,
             recovery: self.shared.recovery,

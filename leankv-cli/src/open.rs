@@ -1,0 +1,106 @@
+//! Opening a database for a command: the options a command-line tool wants, the difference
+//! between "open an existing database" and "create one", trees looked up without being
+//! created, and a close whose errors are reported.
+
+use crate::error::{CliError, CliResult};
+use leankv::{Db, Durability, Options, Tree};
+use std::path::{Path, PathBuf};
+
+/// The page file in a database directory. The engine does not export its file names; the
+/// tests (`stat` of a missing database, `compact`) notice if they change.
+pub const PAGE_FILE: &str = "leankv.pages";
+/// Every file the engine keeps in a database directory: the lock file, the page file and the
+/// two log files. `compact` refuses a directory with anything else in it (it would not carry
+/// it over).
+pub const DATABASE_FILES: [&str; 4] = ["LOCK", PAGE_FILE, "leankv.wal-0", "leankv.wal-1"];
+
+/// How the tool opens databases.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// Bytes of buffer pool.
+    pub pool_size: usize,
+}
+
+impl OpenOptions {
+    /// The engine's options: the pool size asked for, and commits that are not synced one by
+    /// one (every command closes the database before it exits, which makes everything
+    /// durable: a command that returned has its changes on disk).
+    pub fn options(&self) -> Options {
+        Options::default()
+            .pool_size(self.pool_size)
+            .durability(Durability::None)
+    }
+}
+
+/// Whether `dir` holds a leankv database (a non-empty page file).
+pub fn database_exists(dir: &Path) -> bool {
+    std::fs::metadata(dir.join(PAGE_FILE)).is_ok_and(|meta| meta.is_file() && meta.len() > 0)
+}
+
+/// Opens the database in `dir`, which must exist: the engine would create a missing one, and
+/// a typo in a path must not leave an empty database behind.
+pub fn open_existing(dir: &Path, options: OpenOptions) -> CliResult<Db> {
+    if !database_exists(dir) {
+        return Err(CliError::failure(format!(
+            "no leankv database in {} (no {PAGE_FILE} there)",
+            dir.display()
+        )));
+    }
+    open(dir, options)
+}
+
+/// Opens the database in `dir`, creating it if missing.
+pub fn open_or_create(dir: &Path, options: OpenOptions) -> CliResult<Db> {
+    open(dir, options)
+}
+
+fn open(dir: &Path, options: OpenOptions) -> CliResult<Db> {
+    Db::open(dir, options.options())
+        .map_err(|e| CliError::from(e).context(format!("opening {}", dir.display())))
+}
+
+/// The tree `name` if the database has it (`Db::open_tree` would create it): status 1 if not.
+pub fn existing_tree(db: &Db, name: &str) -> CliResult<Tree> {
+    if !db.tree_names()?.iter().any(|tree| tree == name) {
+        return Err(CliError::not_found(format!(
+            "no tree {name:?} in {}",
+            db.path().display()
+        )));
+    }
+    Ok(db.open_tree(name)?)
+}
+
+/// Runs `command` on `db`, then closes it: a close that fails is reported as the command's
+/// failure unless the command failed first (its error is the one to tell).
+pub fn with_db<T>(db: Db, command: impl FnOnce(&Db) -> CliResult<T>) -> CliResult<T> {
+    let path = db.path().to_path_buf();
+    let result = command(&db);
+    let closed = db.close();
+    let value = result?;
+    closed.map_err(|e| CliError::from(e).context(format!("closing {}", path.display())))?;
+    Ok(value)
+}
+
+/// The sizes of the files in `dir`, by name, and their sum (not following links).
+pub fn file_sizes(dir: &Path) -> CliResult<(Vec<(String, u64)>, u64)> {
+    let mut files = Vec::new();
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| CliError::io("listing the directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| CliError::io("listing the directory", dir, e))?;
+        let meta = entry
+            .metadata()
+            .map_err(|e| CliError::io("reading the size of", &entry.path(), e))?;
+        if meta.is_file() {
+            files.push((entry.file_name().to_string_lossy().into_owned(), meta.len()));
+        }
+    }
+    files.sort();
+    let total = files.iter().map(|(_, size)| size).sum();
+    Ok((files, total))
+}
+
+/// `dir` with links resolved, for commands that must act on the real directory.
+pub fn real_dir(dir: &Path) -> CliResult<PathBuf> {
+    std::fs::canonicalize(dir).map_err(|e| CliError::io("resolving", dir, e))
+}
