@@ -78,11 +78,8 @@ impl<P: Policy> BTree<P> {
         let replaces_blob = found && leaf.is_blob(index);
         let same_size =
             found && !replaces_blob && !value.blob && leaf.value(index).len() == value.bytes.len();
-        let incoming = Incoming {
-            key,
-            size: entry_size(true, key.len(), value.bytes.len()),
-        };
-        if !same_size && !split::has_room(&leaf, incoming) {
+        let size = entry_size(true, key.len(), value.bytes.len());
+        if !same_size && !split::has_room_at(&leaf, (index, found), size) {
             return Step::Full(frame);
         }
         let replaced =

@@ -76,9 +76,14 @@ impl SplitPlan {
 /// Whether `incoming` fits into `node` without a split (after compaction, and in place of the
 /// entry with its key, if any).
 pub(crate) fn has_room(node: &Node<'_>, incoming: Incoming<'_>) -> bool {
-    let (index, found) = node.lower_bound(incoming.key);
+    has_room_at(node, node.lower_bound(incoming.key), incoming.size)
+}
+
+/// [`has_room`] for an entry of `size` bytes whose position in `node` (`lower_bound` of its
+/// key) the caller has already searched.
+pub(crate) fn has_room_at(node: &Node<'_>, (index, found): (usize, bool), size: usize) -> bool {
     let replaced = if found { node.entry_size(index) } else { 0 };
-    node.reclaimable_space() + replaced >= incoming.size
+    node.reclaimable_space() + replaced >= size
 }
 
 /// Plans the split of `node` for `incoming`; `None` only if no split point lets both halves
