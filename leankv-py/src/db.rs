@@ -1,0 +1,287 @@
+//! `leankv.open` and `leankv.Db`: a database, its trees, batches, statistics and close.
+
+use crate::batch::WriteBatch;
+use crate::errors::IntoPyResult;
+use crate::tree::Tree;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+/// The pool size `leankv.open` uses unless told otherwise: 64 MiB (the Rust default, 1 GiB,
+/// is a lot for a script).
+pub(crate) const DEFAULT_POOL_SIZE: usize = 64 << 20;
+const _: () = assert!(DEFAULT_POOL_SIZE == 67108864); // the default in `open`'s signature
+
+/// `"immediate"`, `"eventual"` or `"none"` as a [`leankv::Durability`].
+pub(crate) fn parse_durability(text: &str) -> PyResult<leankv::Durability> {
+    match text {
+        "immediate" => Ok(leankv::Durability::Immediate),
+        "eventual" => Ok(leankv::Durability::Eventual),
+        "none" => Ok(leankv::Durability::None),
+        other => Err(PyValueError::new_err(format!(
+            "durability must be 'immediate', 'eventual' or 'none', not {other:?}"
+        ))),
+    }
+}
+
+/// Opens (creating if missing) the leankv database in directory ``path``.
+///
+/// ``pool_size`` is the buffer pool's memory in bytes (the engine's memory budget; pages
+/// beyond it live on disk). ``durability`` says when a commit is durable: ``"immediate"``
+/// (synced before it returns), ``"eventual"`` (synced within ``eventual_sync_delay``
+/// seconds, 0.01 by default) or ``"none"`` (synced by ``flush``, ``close`` and checkpoints).
+/// The other options are those of the Rust ``leankv::Options``; ``None`` keeps its default.
+/// Raises ``AlreadyOpenError`` if another ``Db`` has the directory open.
+#[pyfunction]
+#[pyo3(signature = (
+    // A literal, so that the signature Python shows has it (DEFAULT_POOL_SIZE).
+    path, *, pool_size = 67108864, durability = "immediate", page_size = None,
+    cooling_fraction = None, direct_io = true, prefault = false, background_writer = true,
+    scan_prefetch = None, write_ahead_log = true, open_after_crash = false,
+    eventual_sync_delay = None, checkpoint_every = None
+))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn open(
+    py: Python<'_>,
+    path: PathBuf,
+    pool_size: usize,
+    durability: &str,
+    page_size: Option<usize>,
+    cooling_fraction: Option<f64>,
+    direct_io: bool,
+    prefault: bool,
+    background_writer: bool,
+    scan_prefetch: Option<usize>,
+    write_ahead_log: bool,
+    open_after_crash: bool,
+    eventual_sync_delay: Option<f64>,
+    checkpoint_every: Option<u64>,
+) -> PyResult<Db> {
+    let durability = parse_durability(durability)?;
+    let mut options = leankv::Options::default()
+        .pool_size(pool_size)
+        .durability(durability)
+        .direct_io(direct_io)
+        .prefault(prefault)
+        .background_writer(background_writer)
+        .write_ahead_log(write_ahead_log)
+        .open_after_crash(open_after_crash);
+    if let Some(bytes) = page_size {
+        options = options.page_size(bytes);
+    }
+    if let Some(fraction) = cooling_fraction {
+        options = options.cooling_fraction(fraction);
+    }
+    if let Some(leaves) = scan_prefetch {
+        options = options.scan_prefetch(leaves);
+    }
+    if let Some(seconds) = eventual_sync_delay {
+        let delay = Duration::try_from_secs_f64(seconds).map_err(|_| {
+            PyValueError::new_err(format!(
+                "eventual_sync_delay must be a number of seconds >= 0, not {seconds}"
+            ))
+        })?;
+        options = options.eventual_sync_delay(delay);
+    }
+    if let Some(bytes) = checkpoint_every {
+        options = options.checkpoint_every(bytes);
+    }
+    let db = py.detach(|| leankv::Db::open(&path, options)).py_err(py)?;
+    Ok(Db {
+        inner: RwLock::new(Some(db)),
+        path,
+    })
+}
+
+/// An open leankv database (from :func:`leankv.open`): a directory of named, ordered trees
+/// of ``bytes`` keys and values.
+///
+/// Use it as a context manager to close it at the end of the block. Every method may be
+/// called from any thread; the engine runs without the GIL.
+#[pyclass(frozen, module = "leankv", name = "Db")]
+pub struct Db {
+    /// `None` once closed. Read-locked while an operation uses the database (always with the
+    /// GIL released), write-locked by `close`, which so waits for those to end.
+    inner: RwLock<Option<leankv::Db>>,
+    path: PathBuf,
+}
+
+impl Db {
+    fn read(&self) -> RwLockReadGuard<'_, Option<leankv::Db>> {
+        self.inner
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` on the open database with the GIL released; `ClosedError` once closed.
+    pub(crate) fn with<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&leankv::Db) -> leankv::Result<R> + Send,
+    ) -> PyResult<R> {
+        py.detach(|| match self.read().as_ref() {
+            Some(db) => f(db),
+            None => Err(leankv::Error::Closed),
+        })
+        .py_err(py)
+    }
+}
+
+#[pymethods]
+impl Db {
+    /// The tree ``name``, created if missing. Handles are cheap; open one per name and keep it.
+    fn tree(slf: &Bound<'_, Self>, name: &str) -> PyResult<Tree> {
+        let py = slf.py();
+        let tree = slf.get().with(py, |db| db.open_tree(name))?;
+        Ok(Tree::new(tree, name.to_owned(), slf.clone().unbind()))
+    }
+
+    /// Names of all trees, in byte order.
+    fn tree_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.with(py, |db| db.tree_names())
+    }
+
+    /// Drops the tree ``name``: its keys, its name and its pages, atomically. Returns whether
+    /// it existed. Handles to it that outlive it raise ``TreeDroppedError``.
+    fn drop_tree(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
+        self.with(py, |db| db.drop_tree(name))
+    }
+
+    /// A new, empty :class:`WriteBatch` of changes to trees of this database, applied
+    /// atomically by its ``commit`` (or at the end of a ``with`` block). ``durability``
+    /// overrides the database's for this batch.
+    #[pyo3(signature = (durability = None))]
+    fn write_batch(slf: &Bound<'_, Self>, durability: Option<&str>) -> PyResult<WriteBatch> {
+        let durability = durability.map(parse_durability).transpose()?;
+        if slf.get().read().is_none() {
+            return Err(crate::errors::to_py(slf.py(), leankv::Error::Closed));
+        }
+        Ok(WriteBatch::new(slf.clone().unbind(), durability))
+    }
+
+    /// Makes every commit so far durable and writes a checkpoint (every dirty page).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |db| db.flush())
+    }
+
+    /// The engine's counters and facts as a ``dict`` (page reads and writes, evictions,
+    /// pool frames, I/O mode, log bytes, what recovery did, ...).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let stats = self.with(py, |db| Ok(db.stats()))?;
+        stats_dict(py, &stats)
+    }
+
+    /// Flushes, then checks every tree on disk (checksums, node structure, key order, fence
+    /// keys, page ownership). Returns a ``dict``: ``ok`` (no problem found), ``trees``,
+    /// ``pages``, ``entries`` and ``problems`` (one line each). Run it while no writes are in
+    /// flight.
+    fn check<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.with(py, |db| db.check_integrity())?;
+        let dict = PyDict::new(py);
+        dict.set_item("ok", report.is_ok())?;
+        dict.set_item("trees", report.trees)?;
+        dict.set_item("pages", report.pages)?;
+        dict.set_item("entries", report.entries)?;
+        dict.set_item("problems", PyList::new(py, &report.problems)?)?;
+        Ok(dict)
+    }
+
+    /// Writes everything and releases the directory. Tree handles still around then raise
+    /// ``ClosedError``. Closing a closed database does nothing. Dropping the last reference to
+    /// a ``Db`` (and its trees) closes it too, but only ``close`` reports errors.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let db = py.detach(|| {
+            let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+            inner.take()
+        });
+        match db {
+            Some(db) => py.detach(|| db.close()).py_err(py),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether :meth:`close` was called.
+    #[getter]
+    pub(crate) fn closed(&self) -> bool {
+        self.read().is_none()
+    }
+
+    /// The database directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Longest key this database accepts, in bytes.
+    #[getter]
+    fn max_key_size(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |db| Ok(db.max_key_size()))
+    }
+
+    /// Longest value this database accepts, in bytes.
+    #[getter]
+    fn max_value_size(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |db| Ok(db.max_value_size()))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let state = if self.closed() { "closed" } else { "open" };
+        let path = self.path.to_string_lossy().into_pyobject(py)?.repr()?;
+        Ok(format!("<leankv.Db {path} {state}>"))
+    }
+}
+
+fn stats_dict<'py>(py: Python<'py>, stats: &leankv::Stats) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    let counters = [
+        ("page_reads", stats.page_reads),
+        ("page_writes", stats.page_writes),
+        ("background_writes", stats.background_writes),
+        ("evictions", stats.evictions),
+        ("unswizzles", stats.unswizzles),
+        ("cooling_hits", stats.cooling_hits),
+        ("restarts", stats.restarts),
+        ("pessimistic_fallbacks", stats.pessimistic_fallbacks),
+        ("read_waits", stats.read_waits),
+        ("prefetch_reads", stats.prefetch_reads),
+        ("scan_cooled", stats.scan_cooled),
+        ("large_value_bytes_written", stats.large_value_bytes_written),
+        ("large_value_bytes_read", stats.large_value_bytes_read),
+        ("page_count", stats.page_count),
+        ("free_pages", stats.free_pages),
+        ("format_version", u64::from(stats.format_version)),
+        ("log_bytes_written", stats.log_bytes_written),
+        ("log_syncs", stats.log_syncs),
+        ("trees_counted_by_scan", stats.trees_counted_by_scan),
+    ];
+    for (name, value) in counters {
+        dict.set_item(name, value)?;
+    }
+    dict.set_item("io_mode", stats.io_mode.to_string())?;
+    dict.set_item("page_size", stats.page_size)?;
+    dict.set_item("pool_frames", stats.pool_frames)?;
+    dict.set_item("frames_in_use", stats.frames_in_use)?;
+    let recovery = PyDict::new(py);
+    let r = &stats.recovery;
+    recovery.set_item("log_bytes", r.log_bytes)?;
+    recovery.set_item("records", r.records)?;
+    recovery.set_item("pages", r.pages)?;
+    recovery.set_item("batches_rolled_back", r.batches_rolled_back)?;
+    recovery.set_item("range_removals_finished", r.range_removals_finished)?;
+    recovery.set_item("seconds", r.duration.as_secs_f64())?;
+    dict.set_item("recovery", recovery)?;
+    Ok(dict)
+}
