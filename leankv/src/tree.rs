@@ -587,9 +587,7 @@ impl<P: Policy> Tree<P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn len(&self) -> Result<u64> {
-        if self.handle.tree.is_dropped() {
-            return Err(Error::TreeDropped);
-        }
+        self.check_usable()?;
         let count = self.handle.tree.key_count();
         if let Some(keys) = count.get() {
             return Ok(keys);
@@ -608,13 +606,20 @@ impl<P: Policy> Tree<P> {
 
     /// True if the tree holds no key.
     pub fn is_empty(&self) -> Result<bool> {
-        if self.handle.tree.is_dropped() {
-            return Err(Error::TreeDropped);
-        }
+        self.check_usable()?;
         match self.handle.tree.key_count().get() {
             Some(keys) => Ok(keys == 0),
             None => Ok(self.first()?.is_none()),
         }
+    }
+
+    /// The errors of a call that answers without a page access (the key count): the tree was
+    /// dropped, or the database closed.
+    fn check_usable(&self) -> Result<()> {
+        if self.handle.tree.is_dropped() {
+            return Err(Error::TreeDropped);
+        }
+        self.handle.db.bm.check_open()
     }
 }
 

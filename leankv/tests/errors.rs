@@ -220,6 +220,9 @@ fn handles_return_closed_after_close() {
     assert!(matches!(tree.get(b"a"), Err(Error::Closed)));
     assert!(matches!(tree.insert(b"b", b"2"), Err(Error::Closed)));
     assert!(matches!(tree.iter().next(), Some(Err(Error::Closed))));
+    // The key count is kept outside the pages, but a closed database answers nothing.
+    assert!(matches!(tree.len(), Err(Error::Closed)));
+    assert!(matches!(tree.is_empty(), Err(Error::Closed)));
 }
 
 #[test]

@@ -304,6 +304,15 @@ impl<P: Policy> BufferManager<P> {
         drop((prefetcher, writer));
     }
 
+    /// `Error::Closed` once [`Self::shut_down`] began: for answers that need no page access
+    /// (which [`Self::run`] checks itself).
+    pub(crate) fn check_open(&self) -> Result<()> {
+        match self.closed.load(Ordering::Relaxed) {
+            true => Err(Error::Closed),
+            false => Ok(()),
+        }
+    }
+
     /// Stops new operations, waits for running ones, stops the background writer and writes
     /// every dirty page. Later operations return `Error::Closed`.
     pub(crate) fn shut_down(&self) -> Result<()> {
