@@ -56,6 +56,9 @@ pub(crate) struct CoolingStage {
     in_flight: FxHashMap<u64, Arc<InFlightRead>>,
     /// Pages held by a frame, hot or cooling.
     resident: FxHashSet<u64>,
+    /// Dirty frames pushed so far. A cooling page is never dirtied (a write makes it hot
+    /// first), so while this stands still no new work for the background writer has come.
+    dirty_pushed: u64,
 }
 
 fn link(frame: Option<FrameId>) -> u32 {
@@ -114,6 +117,12 @@ impl CoolingStage {
         }
         self.newest = Some(frame);
         self.index.insert(page_id, frame);
+        self.dirty_pushed += u64::from(header.is_dirty());
+    }
+
+    /// Dirty frames pushed since the stage was made (see `dirty_pushed`).
+    pub(crate) fn dirty_pushed(&self) -> u64 {
+        self.dirty_pushed
     }
 
     /// Removes `frame` (holding `page_id`) from the FIFO and the index.

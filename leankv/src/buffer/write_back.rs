@@ -188,6 +188,12 @@ impl<P: Policy> BufferManager<P> {
         }
     }
 
+    /// Dirty pages that have entered the cooling stage so far: while the count stands still,
+    /// the background writer has nothing new to look for.
+    pub(crate) fn dirty_pages_cooled(&self) -> u64 {
+        self.cooling.lock().dirty_pushed()
+    }
+
     /// Writes dirty cooling pages from the old half of the FIFO (the background writer's
     /// work). Returns how many were written.
     ///

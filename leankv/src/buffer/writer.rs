@@ -70,8 +70,10 @@ impl Drop for BackgroundWriter {
 }
 
 fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
+    // Dirty pages cooled as of the last round.
+    let mut cooled = 0;
     loop {
-        {
+        let woken = {
             let mut state = signal.state.lock();
             if !state.woken && !state.stop {
                 signal.changed.wait_for(&mut state, IDLE_INTERVAL);
@@ -79,11 +81,19 @@ fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
             if state.stop {
                 return;
             }
-            state.woken = false;
-        }
+            std::mem::take(&mut state.woken)
+        };
         let Some(manager) = manager.upgrade() else {
             return;
         };
+        // A round walks half the cooling stage (a cache miss per frame, under its mutex):
+        // skip it while no dirty page has cooled since the last, unless eviction met dirty
+        // pages. A read-only workload beyond memory then pays nothing for the writer.
+        let now = manager.dirty_pages_cooled();
+        if !woken && now == cooled {
+            continue;
+        }
+        cooled = now;
         while manager.write_cooling_pages(PAGES_PER_ROUND) == PAGES_PER_ROUND {
             if signal.state.lock().stop {
                 return;
