@@ -29,9 +29,10 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 
-    /// Memory for the buffer pool (e.g. 64MiB, 1GiB); pages beyond it stay on disk.
-    #[arg(long, global = true, default_value = "64MiB", value_parser = parse_size)]
-    pub pool_size: u64,
+    /// Memory for the buffer pool (e.g. 64MiB, 1GiB); pages beyond it stay on disk. Too
+    /// small a pool for the database's page size is a usage error (status 2).
+    #[arg(long, global = true, default_value = "64MiB", value_parser = parse_pool_size)]
+    pub pool_size: usize,
 
     /// Keys and values on the command line are hex (KEY, VALUE, --prefix, --from, --to), and
     /// `get` and `scan` print them as hex.
@@ -47,11 +48,17 @@ fn after_help() -> String {
     format!("{EXAMPLES}\n\n{EXIT_STATUS_HELP}")
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
-    parse_size::Config::new()
+/// A pool size: a size with an optional unit, above zero and addressable (the engine checks
+/// that it holds enough pages of the database's page size, which only the open knows).
+fn parse_pool_size(text: &str) -> Result<usize, String> {
+    let bytes = parse_size::Config::new()
         .with_binary()
         .parse_size(text)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    if bytes == 0 {
+        return Err("the pool size must be larger than 0".into());
+    }
+    usize::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large a pool"))
 }
 
 /// The commands.
@@ -116,9 +123,13 @@ pub enum Command {
     Scan(ScanArgs),
     /// Write every tree (or one) as JSON lines
     ///
-    /// A `{"tree":NAME}` line per tree, then a `{"tree":NAME,"key":K,"value":V}` line per pair
-    /// in key order. K and V are JSON strings when they are valid UTF-8, else
-    /// `{"base64":"..."}`. `load` reads it back.
+    /// A `{"begin":{"format":1}}` line, then a `{"tree":NAME}` line per tree, each followed by a
+    /// `{"tree":NAME,"key":K,"value":V}` line per pair in key order, and last an
+    /// `{"end":{"pairs":N,"trees":M}}` line that lets `load` notice a dump that was cut off. K
+    /// and V are JSON strings when they are valid UTF-8, else `{"base64":"..."}`. With -o FILE
+    /// the dump goes to a temporary file beside FILE, which replaces FILE (keeping its
+    /// permissions) only once the dump is complete and synced: a failed dump leaves FILE as it
+    /// was.
     Dump {
         /// The database directory.
         dir: PathBuf,
@@ -133,7 +144,10 @@ pub enum Command {
     /// A tree line creates the tree, a pair line stores the pair, a pair line with
     /// `"value":null` removes the key. Creates the database if missing; existing keys not in
     /// the input are kept. Each batch is atomic; a malformed line stops the load (status 4)
-    /// after every line before it has been applied.
+    /// after every line before it has been applied. A dump's begin line requires its end line,
+    /// whose counts are checked: a cut-off dump stops the load (status 4) after the lines that
+    /// are there have been applied. Trees are created outside the batches, so an interrupted
+    /// load may leave a tree it names empty.
     Load {
         /// The database directory.
         dir: PathBuf,
@@ -146,10 +160,13 @@ pub enum Command {
     },
     /// Rewrite the database without free pages and swap it in atomically
     ///
-    /// Copies every tree into a new database beside DIR, verifies the copy, and exchanges the
-    /// two directories in one atomic step; prints the sizes before and after. (The page file
-    /// never shrinks otherwise: freed pages are only reused.) Needs disk space for the copy.
-    /// An interruption leaves DIR holding the old or the new database, never neither.
+    /// Copies every tree into a new database beside DIR (in `.NAME.compact-PID/db`), verifies
+    /// the copy, gives its files the owner, group and mode of the old ones, and exchanges the two
+    /// directories in one atomic step; prints the sizes before and after. (The page file never
+    /// shrinks otherwise: freed pages are only reused.) Needs disk space for the copy. An
+    /// interruption leaves DIR holding the old or the new database, never neither; the next
+    /// compact removes what it left. Must be run from outside DIR (status 2 otherwise), and by
+    /// a user who may keep the files' owner and group (the owner or root).
     Compact {
         /// The database directory.
         dir: PathBuf,
@@ -188,7 +205,7 @@ pub struct ScanArgs {
     /// Print only the keys.
     #[arg(long, conflicts_with = "json")]
     pub keys_only: bool,
-    /// Print JSON lines in the format of `dump` (without the tree line).
+    /// Print JSON lines in the format of `dump` (its pair lines only).
     #[arg(long)]
     pub json: bool,
 }

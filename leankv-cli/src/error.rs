@@ -9,14 +9,15 @@ pub const OK: u8 = 0;
 /// What was asked for is not there: `get` or `del` of a missing key, a tree the database does
 /// not have.
 pub const NOT_FOUND: u8 = 1;
-/// The command line is wrong (clap's own status for usage errors; also a bad hex argument).
+/// The command line is wrong (clap's own status for usage errors; also a bad hex argument, a
+/// pool too small for the database, `compact` run from inside the database directory).
 pub const USAGE: u8 = 2;
 /// The database is damaged: `check` found problems, or a command met a corrupt page or
 /// superblock.
 pub const DAMAGED: u8 = 3;
 /// Anything else failed: I/O, no database in the directory, not a leankv database, a
-/// malformed `load` input, a key or value over the limits, a `compact` copy that did not
-/// verify.
+/// malformed or cut-off `load` input, a key or value over the limits, a `compact` copy that
+/// did not verify or whose owner could not be kept.
 pub const FAILURE: u8 = 4;
 /// Another process has the database open (its lock is held); retry when it is done.
 pub const IN_USE: u8 = 5;
@@ -26,10 +27,12 @@ pub const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0  success
   1  not found: `get`/`del` of a missing key, a tree the database does not have
-  2  usage error (bad arguments, bad hex)
+  2  usage error (bad arguments, bad hex, a pool too small for the database,
+     `compact` run from inside DIR)
   3  the database is damaged: `check` found problems, or a corrupt page was met
   4  failure: I/O error, no database in DIR, not a leankv database, malformed
-     `load` input, key or value too large, a `compact` copy that did not verify
+     or cut-off `load` input, key or value too large, a `compact` copy that did
+     not verify or whose owner could not be kept
   5  the database is in use: another process has it open";
 
 /// A failure: the status to exit with and what to tell the user.
@@ -96,6 +99,9 @@ impl From<leankv::Error> for CliError {
         let code = match &error {
             leankv::Error::Corruption { .. } => DAMAGED,
             leankv::Error::AlreadyOpen { .. } => IN_USE,
+            // The only option the tool takes from the user is the pool size (`--pool-size`
+            // too small for the database's page size).
+            leankv::Error::InvalidOptions(_) => USAGE,
             _ => FAILURE,
         };
         CliError::new(code, error.to_string())

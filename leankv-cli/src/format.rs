@@ -1,5 +1,11 @@
 //! The dump format: JSON lines, one object per line.
 //!
+//! * `{"begin":{"format":1}}` opens a dump (`dump` writes it first). Once it is read, `load`
+//!   requires the matching end line: a dump cut off at a line boundary is refused, not taken
+//!   for a whole one.
+//! * `{"end":{"pairs":N,"trees":M}}` closes a dump (`dump` writes it last): the number of pair
+//!   lines (stores and removals) and tree lines since the begin line, which `load` checks.
+//!   Input without begin and end lines (written by hand or by other tools) is read as before.
 //! * `{"tree":"users"}` names a tree (`dump` writes one before the tree's pairs, so that an
 //!   empty tree survives a dump and load; `load` creates it).
 //! * `{"tree":"users","key":"ada","value":"lovelace"}` is a pair (`load` stores it).
@@ -46,6 +52,41 @@ pub struct OutRecord<'a> {
     pub value: Option<Encoded<'a>>,
 }
 
+/// The version of the format that `dump` writes and `load` reads, in the begin line.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// The first line of a dump.
+#[derive(Serialize)]
+pub struct OutBegin {
+    /// `{"format":FORMAT_VERSION}`.
+    pub begin: BeginInfo,
+}
+
+/// The last line of a dump.
+#[derive(Serialize)]
+pub struct OutEnd {
+    /// What the dump holds.
+    pub end: EndInfo,
+}
+
+/// What a begin line says.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct BeginInfo {
+    /// The format version.
+    pub format: u64,
+}
+
+/// What an end line says: the pair and tree lines of the dump it closes.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq, Clone, Copy, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EndInfo {
+    /// Pair lines (with a key: stores and removals).
+    pub pairs: u64,
+    /// Tree lines.
+    pub trees: u64,
+}
+
 /// Bytes read from either form.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Bytes(pub Vec<u8>);
@@ -79,8 +120,9 @@ impl<'de> Deserialize<'de> for Bytes {
 #[derive(Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct InRecord {
-    /// The tree.
-    pub tree: String,
+    /// The tree; `None` in a begin or end line.
+    #[serde(default)]
+    pub tree: Option<String>,
     /// The key; `None` in a tree line.
     #[serde(default)]
     pub key: Option<Bytes>,
@@ -88,6 +130,12 @@ pub struct InRecord {
     /// `Some(Some(bytes))`: store.
     #[serde(default, deserialize_with = "present")]
     pub value: Option<Option<Bytes>>,
+    /// A begin line's field.
+    #[serde(default)]
+    pub begin: Option<BeginInfo>,
+    /// An end line's field.
+    #[serde(default)]
+    pub end: Option<EndInfo>,
 }
 
 /// A field that is present (possibly `null`) deserializes to `Some`; an absent one takes
@@ -119,20 +167,42 @@ pub enum Change {
     },
 }
 
+/// What a line is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A change to apply.
+    Change(Change),
+    /// A dump begins.
+    Begin(BeginInfo),
+    /// A dump ends.
+    End(EndInfo),
+}
+
 /// Parses one line of the format.
-pub fn parse_line(line: &[u8]) -> Result<Change, String> {
+pub fn parse_line(line: &[u8]) -> Result<Line, String> {
     let record: InRecord = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let tree = match (record.tree, record.begin, record.end) {
+        (Some(tree), None, None) => tree,
+        (None, Some(begin), None) if record.key.is_none() && record.value.is_none() => {
+            return Ok(Line::Begin(begin))
+        }
+        (None, None, Some(end)) if record.key.is_none() && record.value.is_none() => {
+            return Ok(Line::End(end))
+        }
+        (None, None, None) => return Err("a line without a \"tree\"".into()),
+        _ => {
+            return Err(
+                "\"begin\", \"end\" and \"tree\" lines are separate lines, with no other field"
+                    .into(),
+            )
+        }
+    };
     match (record.key, record.value) {
-        (None, None) => Ok(Change::Tree(record.tree)),
-        (Some(Bytes(key)), Some(Some(Bytes(value)))) => Ok(Change::Insert {
-            tree: record.tree,
-            key,
-            value,
-        }),
-        (Some(Bytes(key)), Some(None)) => Ok(Change::Remove {
-            tree: record.tree,
-            key,
-        }),
+        (None, None) => Ok(Line::Change(Change::Tree(tree))),
+        (Some(Bytes(key)), Some(Some(Bytes(value)))) => {
+            Ok(Line::Change(Change::Insert { tree, key, value }))
+        }
+        (Some(Bytes(key)), Some(None)) => Ok(Line::Change(Change::Remove { tree, key })),
         (Some(_), None) => Err("a key without a value (\"value\": null removes a key)".into()),
         (None, Some(_)) => Err("a value without a key".into()),
     }
@@ -175,6 +245,9 @@ mod tests {
         ];
         for (key, value) in cases {
             let parsed = parse_line(line("t", key, value).as_bytes()).unwrap();
+            let Line::Change(parsed) = parsed else {
+                panic!("not a change: {parsed:?}")
+            };
             let expected = match (key, value) {
                 (Some(key), Some(value)) => Change::Insert {
                     tree: "t".into(),
@@ -187,10 +260,34 @@ mod tests {
         }
         assert_eq!(
             parse_line(br#"{"tree":"t","key":"k","value":null}"#).unwrap(),
-            Change::Remove {
+            Line::Change(Change::Remove {
                 tree: "t".into(),
                 key: b"k".to_vec()
-            }
+            })
+        );
+    }
+
+    #[test]
+    fn begin_and_end_lines_read_back() {
+        let begin = serde_json::to_string(&OutBegin {
+            begin: BeginInfo {
+                format: FORMAT_VERSION,
+            },
+        })
+        .unwrap();
+        assert_eq!(begin, r#"{"begin":{"format":1}}"#);
+        assert_eq!(
+            parse_line(begin.as_bytes()).unwrap(),
+            Line::Begin(BeginInfo { format: 1 })
+        );
+        let end = serde_json::to_string(&OutEnd {
+            end: EndInfo { pairs: 7, trees: 2 },
+        })
+        .unwrap();
+        assert_eq!(end, r#"{"end":{"pairs":7,"trees":2}}"#);
+        assert_eq!(
+            parse_line(end.as_bytes()).unwrap(),
+            Line::End(EndInfo { pairs: 7, trees: 2 })
         );
     }
 
@@ -204,6 +301,12 @@ mod tests {
             br#"{"tree":"t","key":{"hex":"00"},"value":"v"}"#,
             br#"{"tree":"t","key":5,"value":"v"}"#,
             br#"{"key":"k","value":"v"}"#,
+            br#"{"tree":null}"#,
+            br#"{"begin":{"format":1},"tree":"t"}"#,
+            br#"{"end":{"pairs":1,"trees":1},"key":"k","value":"v"}"#,
+            br#"{"end":{"pairs":1}}"#,
+            br#"{"end":{"pairs":1,"trees":1,"more":2}}"#,
+            br#"{"begin":{}}"#,
             b"not json",
         ] {
             assert!(parse_line(bad).is_err(), "{}", String::from_utf8_lossy(bad));

@@ -14,7 +14,7 @@ mod progress;
 use bytes::Encoding;
 use clap::Parser;
 use cli::{Cli, Command};
-use error::{CliError, CliResult};
+use error::CliResult;
 use open::OpenOptions;
 use std::process::ExitCode;
 
@@ -32,9 +32,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> CliResult<()> {
-    let pool_size = usize::try_from(cli.pool_size)
-        .map_err(|_| CliError::usage(format!("pool size {} is too large", cli.pool_size)))?;
-    let options = OpenOptions { pool_size };
+    let options = OpenOptions {
+        pool_size: cli.pool_size,
+    };
     let encoding = Encoding { hex: cli.hex };
     let quiet = cli.quiet;
     match cli.command {

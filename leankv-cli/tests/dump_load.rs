@@ -2,8 +2,9 @@
 
 mod common;
 
-use common::{leankv, put, scratch, stdout_of, text_of};
+use common::{damage_last_page, leankv, put, scratch, stdout_of, text_of};
 use predicates::prelude::*;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 fn dump(db: &Path) -> Vec<u8> {
@@ -50,15 +51,23 @@ fn dump_writes_the_documented_format() {
     let text = String::from_utf8(dump(&s.db)).unwrap();
     assert_eq!(
         text,
-        "{\"tree\":\"bin\"}\n\
+        "{\"begin\":{\"format\":1}}\n\
+         {\"tree\":\"bin\"}\n\
          {\"tree\":\"bin\",\"key\":{\"base64\":\"/wA=\"},\"value\":{\"base64\":\"4oI=\"}}\n\
          {\"tree\":\"empty\"}\n\
          {\"tree\":\"users\"}\n\
-         {\"tree\":\"users\",\"key\":\"ada\",\"value\":\"lovelace\"}\n"
+         {\"tree\":\"users\",\"key\":\"ada\",\"value\":\"lovelace\"}\n\
+         {\"end\":{\"pairs\":2,\"trees\":3}}\n"
     );
     // One tree alone; a missing one is status 1.
     let users = text_of(leankv().args(["--quiet", "dump"]).arg(&s.db).arg("users"));
-    assert_eq!(users.lines().count(), 2);
+    assert_eq!(
+        users,
+        "{\"begin\":{\"format\":1}}\n\
+         {\"tree\":\"users\"}\n\
+         {\"tree\":\"users\",\"key\":\"ada\",\"value\":\"lovelace\"}\n\
+         {\"end\":{\"pairs\":1,\"trees\":1}}\n"
+    );
     leankv()
         .arg("dump")
         .arg(&s.db)
@@ -98,7 +107,8 @@ fn dump_then_load_round_trips_byte_for_byte() {
     assert!(first == second, "the dumps differ");
     let text = String::from_utf8(first).unwrap();
     assert!(text.contains("{\"tree\":\"empty\"}\n"));
-    assert_eq!(text.lines().count(), 3 + 256 + 3);
+    assert_eq!(text.lines().count(), 2 + 3 + 256 + 3);
+    assert!(text.ends_with("{\"end\":{\"pairs\":259,\"trees\":3}}\n"));
     // Binary keys that are not UTF-8 come out as base64, UTF-8 as strings.
     assert!(text.contains("\"key\":{\"base64\":"));
     assert!(text.contains("\"value\":\"\u{1F600}\""));
@@ -130,6 +140,27 @@ fn dump_to_a_file_and_load_from_a_file() {
         .success()
         .stderr(predicate::str::contains("2000 pairs stored"));
     assert!(dump(&copy) == std::fs::read(&file).unwrap());
+    // A relative path, and a link (the file it names is replaced, the link stays).
+    leankv()
+        .args(["--quiet", "dump"])
+        .arg(&s.db)
+        .args(["-o", "relative.jsonl"])
+        .current_dir(s.root.path())
+        .assert()
+        .success();
+    assert!(std::fs::read(s.root.path().join("relative.jsonl")).unwrap() == dump(&s.db));
+    let link = s.root.path().join("link.jsonl");
+    std::os::unix::fs::symlink("relative.jsonl", &link).unwrap();
+    std::fs::write(s.root.path().join("relative.jsonl"), "old").unwrap();
+    leankv()
+        .args(["--quiet", "dump"])
+        .arg(&s.db)
+        .arg("-o")
+        .arg(&link)
+        .assert()
+        .success();
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert!(std::fs::read(&link).unwrap() == dump(&s.db));
     // A device as the output file (nothing to sync there).
     leankv()
         .args(["--quiet", "dump"])
@@ -191,6 +222,133 @@ fn a_malformed_line_stops_the_load_after_the_lines_before_it() {
     ));
     let keys = text_of(leankv().arg("scan").arg(&s.db).args(["u", "--keys-only"]));
     assert_eq!(keys, "x\n");
+}
+
+#[test]
+fn a_failed_dump_leaves_the_previous_file_as_it_was() {
+    let s = scratch();
+    common::load_keys(&s.db, 3000);
+    let file = s.root.path().join("backup.jsonl");
+    leankv()
+        .args(["--quiet", "dump"])
+        .arg(&s.db)
+        .arg("-o")
+        .arg(&file)
+        .assert()
+        .success();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let backup = std::fs::read(&file).unwrap();
+    // A dump that fails half way (on a damaged page, after many lines are written).
+    put(&s.db, "t", "key000000", "changed");
+    damage_last_page(&s.db);
+    leankv()
+        .args(["--quiet", "dump"])
+        .arg(&s.db)
+        .arg("-o")
+        .arg(&file)
+        .assert()
+        .code(3);
+    assert!(
+        std::fs::read(&file).unwrap() == backup,
+        "the backup changed"
+    );
+    // No temporary file is left beside it.
+    let mut beside: Vec<_> = std::fs::read_dir(s.root.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, ["backup.jsonl", "db"]);
+    // A dump that succeeds replaces it and keeps its permissions.
+    let other = s.root.path().join("other");
+    put(&other, "t", "k", "v");
+    leankv()
+        .args(["--quiet", "dump"])
+        .arg(&other)
+        .arg("-o")
+        .arg(&file)
+        .assert()
+        .success();
+    assert!(std::fs::read(&file).unwrap() == dump(&other));
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn load_refuses_a_dump_that_is_cut_off() {
+    let s = scratch();
+    common::load_keys(&s.db, 100);
+    let whole = String::from_utf8(dump(&s.db)).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    assert_eq!(lines.len(), 1 + 1 + 100 + 1);
+    // Cut at a line boundary (the end line lost, or more): the lines there are applied, and
+    // the load fails saying so.
+    for keep in [lines.len() - 1, 50, 1] {
+        let copy = s.root.path().join(format!("cut-{keep}"));
+        let input: String = lines[..keep]
+            .iter()
+            .map(|line| format!("{line}\n"))
+            .collect();
+        load(&copy, input)
+            .code(4)
+            .stderr(predicate::str::contains("the dump is cut off"));
+        if keep > 2 {
+            let keys = text_of(leankv().arg("scan").arg(&copy).args(["t", "--keys-only"]));
+            assert_eq!(keys.lines().count(), keep - 2);
+        }
+    }
+    // A line missing from the middle: the end line's counts do not match.
+    let mut input: String = whole.lines().map(|line| format!("{line}\n")).collect();
+    input = input.replacen(lines[40], "", 1).replacen("\n\n", "\n", 1);
+    load(&s.root.path().join("gap"), input)
+        .code(4)
+        .stderr(predicate::str::contains(
+            "counts 100 pair lines and 1 tree lines, but 99 and 1 were read",
+        ));
+    // A dump that follows a cut-off one.
+    let input = format!("{}\n{whole}", lines[..50].join("\n"));
+    load(&s.root.path().join("twice"), input)
+        .code(4)
+        .stderr(predicate::str::contains(
+            "begins before the one begun on line 1 ended",
+        ));
+    // Dumps one after the other are fine; so is input without begin and end lines.
+    let copy = s.root.path().join("concatenated");
+    let other = s.root.path().join("other");
+    put(&other, "u", "k", "v");
+    let mut input = dump(&s.db);
+    input.extend(dump(&other));
+    input.extend(b"{\"tree\":\"w\",\"key\":\"k\",\"value\":\"v\"}\n");
+    load(&copy, input).success();
+    let stat = text_of(leankv().args(["stat", "--json"]).arg(&copy));
+    assert!(stat.contains("\"u\"") && stat.contains("\"w\""), "{stat}");
+    // A format this version does not know.
+    load(
+        &s.root.path().join("future"),
+        "{\"begin\":{\"format\":2}}\n",
+    )
+    .code(4)
+    .stderr(predicate::str::contains("format 2"));
+}
+
+#[test]
+fn a_dump_that_fails_in_a_pipe_fails_the_load() {
+    let s = scratch();
+    common::load_keys(&s.db, 3000);
+    damage_last_page(&s.db);
+    // `leankv dump db | leankv load copy`: what the failed dump wrote reaches the load.
+    let failed = leankv()
+        .args(["--quiet", "dump"])
+        .arg(&s.db)
+        .assert()
+        .code(3)
+        .get_output()
+        .stdout
+        .clone();
+    assert!(failed.starts_with(b"{\"begin\""));
+    load(&s.root.path().join("copy"), failed)
+        .code(4)
+        .stderr(predicate::str::contains("the dump is cut off"));
 }
 
 /// `{"base64": ...}` of `bytes`.

@@ -110,6 +110,29 @@ fn usage_errors_exit_with_status_2() {
 }
 
 #[test]
+fn a_bad_pool_size_is_a_usage_error() {
+    let s = scratch();
+    put(&s.db, "t", "k", "v");
+    for size in ["0", "0MiB", "lots"] {
+        common::leankv_bare()
+            .args(["--pool-size", size, "get"])
+            .arg(&s.db)
+            .args(["t", "k"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--pool-size"));
+    }
+    // Too small for the database's pages: the engine says so, still a usage error.
+    common::leankv_bare()
+        .args(["--pool-size", "64KiB", "get"])
+        .arg(&s.db)
+        .args(["t", "k"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("at least"));
+}
+
+#[test]
 fn help_has_examples_and_exit_statuses() {
     leankv()
         .arg("--help")

@@ -12,6 +12,33 @@ pub fn leankv() -> Command {
     command
 }
 
+/// The `leankv` binary with no options.
+pub fn leankv_bare() -> Command {
+    assert_cmd::cargo::cargo_bin_cmd!("leankv")
+}
+
+/// The page size of the databases the tool creates.
+pub const PAGE_SIZE: u64 = 16384;
+
+/// Overwrites part of the last page of the page file (a leaf of the last tree loaded).
+pub fn damage_last_page(db: &Path) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(db.join("leankv.pages"))
+        .unwrap();
+    let len = file.metadata().unwrap().len();
+    file.write_all_at(&[0xa5; 64], len - PAGE_SIZE + 5000)
+        .unwrap();
+}
+
+/// Whether the tests run as root (owners can be changed, permissions do not bind).
+pub fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let probe = tempfile::tempfile().unwrap();
+    probe.metadata().unwrap().uid() == 0
+}
+
 /// A temporary directory and the database path in it (the database itself is not created).
 pub struct Scratch {
     pub root: tempfile::TempDir,
