@@ -2,6 +2,7 @@
 
 use crate::bytes::extract;
 use crate::db::Db;
+use crate::drop_detached;
 use crate::errors::{new_error, Kind};
 use crate::tree::Tree;
 use pyo3::prelude::*;
@@ -21,7 +22,9 @@ use std::sync::{Mutex, PoisonError};
 ///
 /// Changes apply in the order they were added; a later change to the same key wins. A batch
 /// is atomic but not isolated: readers may see some of its changes while it is committed.
-/// After ``commit`` or ``discard`` the batch refuses further use with ``ClosedError``.
+/// After ``commit`` or ``discard`` the batch refuses further use with ``ClosedError``;
+/// calling either inside the ``with`` block is fine: the end of the block then does nothing
+/// (it neither commits again nor raises).
 #[pyclass(frozen, module = "leankv", name = "WriteBatch")]
 pub struct WriteBatch {
     db: Py<Db>,
@@ -61,7 +64,27 @@ impl WriteBatch {
         py.detach(|| f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner)))
     }
 
+    /// Closes the batch: its changes, `None` if it was committed or discarded already.
+    fn take(&self, py: Python<'_>) -> Option<leankv::WriteBatch> {
+        self.update(py, Option::take)
+    }
+
+    /// Commits `batch`, taken from this one.
+    fn apply(&self, py: Python<'_>, batch: leankv::WriteBatch) -> PyResult<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let durability = self.durability;
+        self.db.get().with(py, move |db| match durability {
+            Some(durability) => db.write_with(batch, durability),
+            None => db.write(batch),
+        })
+    }
+
+    /// `tree` is of the batch's database, and that is not closed (a change added then could
+    /// never be committed).
     fn check_tree(&self, py: Python<'_>, tree: &Tree) -> PyResult<()> {
+        self.db.get().check_open(py)?;
         if tree.db.is(&self.db) {
             Ok(())
         } else {
@@ -120,23 +143,16 @@ impl WriteBatch {
     /// Applies the changes atomically, durable as the database's (or this batch's)
     /// ``durability`` says. The batch cannot be used afterwards, even if the commit fails.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
-        let batch = self
-            .update(py, |state| state.take())
-            .ok_or_else(|| finished(py))?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let durability = self.durability;
-        self.db.get().with(py, move |db| match durability {
-            Some(durability) => db.write_with(batch, durability),
-            None => db.write(batch),
-        })
+        let batch = self.take(py).ok_or_else(|| finished(py))?;
+        self.apply(py, batch)
     }
 
     /// Drops the changes without applying them. Does nothing once committed or discarded.
     fn discard(&self, py: Python<'_>) {
-        let batch = self.update(py, |state| state.take());
-        drop(batch);
+        if let Some(batch) = self.take(py) {
+            // Its tree handles may be the last ones.
+            drop_detached(batch);
+        }
     }
 
     /// The number of changes in the batch.
@@ -155,7 +171,8 @@ impl WriteBatch {
         slf
     }
 
-    /// Commits if the block ended normally, discards if it raised.
+    /// Commits if the block ended normally, discards if it raised; does nothing if the batch
+    /// was already committed or discarded in the block.
     #[pyo3(signature = (exc_type, *_rest))]
     fn __exit__(
         &self,
@@ -164,7 +181,9 @@ impl WriteBatch {
         _rest: &Bound<'_, PyTuple>,
     ) -> PyResult<bool> {
         if exc_type.is_none() {
-            self.commit(py)?;
+            if let Some(batch) = self.take(py) {
+                self.apply(py, batch)?;
+            }
         } else {
             self.discard(py);
         }
@@ -175,6 +194,16 @@ impl WriteBatch {
         match self.update(py, |state| state.as_ref().map(|b| b.len())) {
             Some(changes) => format!("<leankv.WriteBatch {changes} changes>"),
             None => "<leankv.WriteBatch closed>".into(),
+        }
+    }
+}
+
+impl Drop for WriteBatch {
+    /// A batch neither committed nor discarded: its changes hold tree handles.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(batch) = state.take() {
+            drop_detached(batch);
         }
     }
 }

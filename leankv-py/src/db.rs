@@ -1,13 +1,14 @@
 //! `leankv.open` and `leankv.Db`: a database, its trees, batches, statistics and close.
 
 use crate::batch::WriteBatch;
-use crate::errors::IntoPyResult;
+use crate::errors::{new_error, to_py, IntoPyResult, Kind};
 use crate::tree::Tree;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::path::PathBuf;
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
 use std::time::Duration;
 
 /// The pool size `leankv.open` uses unless told otherwise: 64 MiB (the Rust default, 1 GiB,
@@ -27,6 +28,56 @@ pub(crate) fn parse_durability(text: &str) -> PyResult<leankv::Durability> {
     }
 }
 
+/// A count option of `open` (`pool_size`, `page_size`, ...) as an unsigned integer; a
+/// negative or too large `int` is an `InvalidOptionsError` (a `ValueError`) that names the
+/// option, not the `OverflowError` of PyO3's conversion. Not an `int`: `TypeError`.
+fn count_option<T: TryFrom<u64>>(value: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
+    let py = value.py();
+    let invalid = |what: &str| {
+        let message = format!("invalid options: {name} {what}, not {value}");
+        new_error(py, Kind::InvalidOptions, message)
+    };
+    match value.extract::<u64>() {
+        Ok(number) => T::try_from(number).map_err(|_| invalid("is too large")),
+        Err(error) if error.is_instance_of::<PyOverflowError>(py) => {
+            let negative = value.lt(0)?;
+            Err(invalid(if negative {
+                "must be >= 0"
+            } else {
+                "is too large"
+            }))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// `count_option`, `None` passing through.
+fn optional_count<T: TryFrom<u64>>(value: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<T>> {
+    if value.is_none() {
+        Ok(None)
+    } else {
+        count_option(value, name).map(Some)
+    }
+}
+
+// The extractors of `open`'s count options (`from_py_with` takes a function of the value
+// alone).
+fn pool_size_option(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    count_option(value, "pool_size")
+}
+
+fn page_size_option(value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    optional_count(value, "page_size")
+}
+
+fn scan_prefetch_option(value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    optional_count(value, "scan_prefetch")
+}
+
+fn checkpoint_every_option(value: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+    optional_count(value, "checkpoint_every")
+}
+
 /// Opens (creating if missing) the leankv database in directory ``path``.
 ///
 /// ``pool_size`` is the buffer pool's memory in bytes (the engine's memory budget; pages
@@ -34,7 +85,9 @@ pub(crate) fn parse_durability(text: &str) -> PyResult<leankv::Durability> {
 /// (synced before it returns), ``"eventual"`` (synced within ``eventual_sync_delay``
 /// seconds, 0.01 by default) or ``"none"`` (synced by ``flush``, ``close`` and checkpoints).
 /// The other options are those of the Rust ``leankv::Options``; ``None`` keeps its default.
-/// Raises ``AlreadyOpenError`` if another ``Db`` has the directory open.
+/// Raises ``AlreadyOpenError`` if another ``Db`` has the directory open, and
+/// ``InvalidOptionsError`` (a ``ValueError``) for options that cannot work, a negative
+/// count among them.
 #[pyfunction]
 #[pyo3(signature = (
     // A literal, so that the signature Python shows has it (DEFAULT_POOL_SIZE).
@@ -47,18 +100,18 @@ pub(crate) fn parse_durability(text: &str) -> PyResult<leankv::Durability> {
 pub(crate) fn open(
     py: Python<'_>,
     path: PathBuf,
-    pool_size: usize,
+    #[pyo3(from_py_with = pool_size_option)] pool_size: usize,
     durability: &str,
-    page_size: Option<usize>,
+    #[pyo3(from_py_with = page_size_option)] page_size: Option<usize>,
     cooling_fraction: Option<f64>,
     direct_io: bool,
     prefault: bool,
     background_writer: bool,
-    scan_prefetch: Option<usize>,
+    #[pyo3(from_py_with = scan_prefetch_option)] scan_prefetch: Option<usize>,
     write_ahead_log: bool,
     open_after_crash: bool,
     eventual_sync_delay: Option<f64>,
-    checkpoint_every: Option<u64>,
+    #[pyo3(from_py_with = checkpoint_every_option)] checkpoint_every: Option<u64>,
 ) -> PyResult<Db> {
     let durability = parse_durability(durability)?;
     let mut options = leankv::Options::default()
@@ -92,6 +145,7 @@ pub(crate) fn open(
     let db = py.detach(|| leankv::Db::open(&path, options)).py_err(py)?;
     Ok(Db {
         inner: RwLock::new(Some(db)),
+        closed: AtomicBool::new(false),
         path,
     })
 }
@@ -103,17 +157,28 @@ pub(crate) fn open(
 /// called from any thread; the engine runs without the GIL.
 #[pyclass(frozen, module = "leankv", name = "Db")]
 pub struct Db {
-    /// `None` once closed. Read-locked while an operation uses the database (always with the
-    /// GIL released), write-locked by `close`, which so waits for those to end.
+    /// `None` once closed. Read-locked while an operation uses the database, write-locked by
+    /// `close`, which so waits for those to end; only ever taken with the GIL released.
     inner: RwLock<Option<leankv::Db>>,
+    /// Set by `close` before it waits for `inner`: what the checks made with the GIL held
+    /// (`closed`, `write_batch`, `repr`, every iterator step) read, never waiting.
+    closed: AtomicBool,
     path: PathBuf,
 }
 
 impl Db {
-    fn read(&self) -> RwLockReadGuard<'_, Option<leankv::Db>> {
-        self.inner
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Whether `close` was called (it may still be running), without waiting for anything.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// `Err(ClosedError)` once `close` was called.
+    pub(crate) fn check_open(&self, py: Python<'_>) -> PyResult<()> {
+        if self.is_closed() {
+            Err(to_py(py, leankv::Error::Closed))
+        } else {
+            Ok(())
+        }
     }
 
     /// Runs `f` on the open database with the GIL released; `ClosedError` once closed.
@@ -122,11 +187,28 @@ impl Db {
         py: Python<'_>,
         f: impl FnOnce(&leankv::Db) -> leankv::Result<R> + Send,
     ) -> PyResult<R> {
-        py.detach(|| match self.read().as_ref() {
-            Some(db) => f(db),
-            None => Err(leankv::Error::Closed),
+        // The flag is read here, not before `detach`, so that `f` (a batch's changes) is
+        // dropped without the GIL too.
+        py.detach(|| {
+            if self.is_closed() {
+                return Err(leankv::Error::Closed);
+            }
+            let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+            match inner.as_ref() {
+                Some(db) => f(db),
+                None => Err(leankv::Error::Closed),
+            }
         })
         .py_err(py)
+    }
+}
+
+impl Drop for Db {
+    /// The last reference went away: closes the database (errors unseen, as documented) with
+    /// the GIL released, since a close writes every dirty page.
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        crate::drop_detached(inner.take());
     }
 }
 
@@ -156,9 +238,7 @@ impl Db {
     #[pyo3(signature = (durability = None))]
     fn write_batch(slf: &Bound<'_, Self>, durability: Option<&str>) -> PyResult<WriteBatch> {
         let durability = durability.map(parse_durability).transpose()?;
-        if slf.get().read().is_none() {
-            return Err(crate::errors::to_py(slf.py(), leankv::Error::Closed));
-        }
+        slf.get().check_open(slf.py())?;
         Ok(WriteBatch::new(slf.clone().unbind(), durability))
     }
 
@@ -189,24 +269,27 @@ impl Db {
         Ok(dict)
     }
 
-    /// Writes everything and releases the directory. Tree handles still around then raise
-    /// ``ClosedError``. Closing a closed database does nothing. Dropping the last reference to
-    /// a ``Db`` (and its trees) closes it too, but only ``close`` reports errors.
+    /// Writes everything and releases the directory. From the moment it is called, handles
+    /// (trees, iterators, batches) raise ``ClosedError``; it waits, with the GIL released,
+    /// for the database operations in flight to end, then closes. Closing a closed database
+    /// does nothing (a close running in another thread is waited for). Dropping the last
+    /// reference to a ``Db`` (and its trees) closes it too, but only ``close`` reports errors.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let db = py.detach(|| {
+        self.closed.store(true, Ordering::Release);
+        py.detach(|| {
             let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-            inner.take()
-        });
-        match db {
-            Some(db) => py.detach(|| db.close()).py_err(py),
-            None => Ok(()),
-        }
+            match inner.take() {
+                Some(db) => db.close(),
+                None => Ok(()),
+            }
+        })
+        .py_err(py)
     }
 
     /// Whether :meth:`close` was called.
     #[getter]
-    pub(crate) fn closed(&self) -> bool {
-        self.read().is_none()
+    fn closed(&self) -> bool {
+        self.is_closed()
     }
 
     /// The database directory.
@@ -238,7 +321,7 @@ impl Db {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let state = if self.closed() { "closed" } else { "open" };
+        let state = if self.is_closed() { "closed" } else { "open" };
         let path = self.path.to_string_lossy().into_pyobject(py)?.repr()?;
         Ok(format!("<leankv.Db {path} {state}>"))
     }

@@ -2,8 +2,9 @@
 
 use crate::bytes::{extract, extract_opt};
 use crate::db::Db;
-use crate::errors::{to_py, IntoPyResult};
+use crate::errors::IntoPyResult;
 use crate::iter::{Mode, RangeIter};
+use crate::DropDetached;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -20,7 +21,7 @@ use std::ops::Bound as Edge;
 /// The GIL is released while the engine works, so threads can share a tree.
 #[pyclass(frozen, module = "leankv", name = "Tree")]
 pub struct Tree {
-    pub(crate) inner: leankv::Tree,
+    pub(crate) inner: DropDetached<leankv::Tree>,
     name: String,
     /// Keeps the database open while a handle to one of its trees exists.
     pub(crate) db: Py<Db>,
@@ -28,7 +29,22 @@ pub struct Tree {
 
 impl Tree {
     pub(crate) fn new(inner: leankv::Tree, name: String, db: Py<Db>) -> Tree {
-        Tree { inner, name, db }
+        Tree {
+            inner: DropDetached::new(inner),
+            name,
+            db,
+        }
+    }
+
+    /// Runs `f` on the tree with the GIL released; `ClosedError` (at once) once `close` was
+    /// called, as for every handle.
+    fn run<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&leankv::Tree) -> leankv::Result<R> + Send,
+    ) -> PyResult<R> {
+        self.db.get().check_open(py)?;
+        py.detach(|| f(&self.inner)).py_err(py)
     }
 
     fn iter(&self, py: Python<'_>, range: leankv::Range, reverse: bool, mode: Mode) -> RangeIter {
@@ -53,7 +69,7 @@ impl Tree {
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let bytes = extract(key, "key")?;
-        match py.detach(|| self.inner.get(&bytes)).py_err(py)? {
+        match self.run(py, |tree| tree.get(&bytes))? {
             Some(value) => Ok(PyBytes::new(py, &value)),
             None => Err(PyKeyError::new_err(key.clone().unbind())),
         }
@@ -67,13 +83,13 @@ impl Tree {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let (key, value) = (extract(key, "key")?, extract(value, "value")?);
-        py.detach(|| self.inner.insert(&key, &value)).py_err(py)
+        self.run(py, |tree| tree.insert(&key, &value))
     }
 
     /// Removes ``key``; ``KeyError`` if absent.
     fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let bytes = extract(key, "key")?;
-        if py.detach(|| self.inner.remove(&bytes)).py_err(py)? {
+        if self.run(py, |tree| tree.remove(&bytes))? {
             Ok(())
         } else {
             Err(PyKeyError::new_err(key.clone().unbind()))
@@ -82,16 +98,12 @@ impl Tree {
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = extract(key, "key")?;
-        py.detach(|| self.inner.contains_key(&key)).py_err(py)
+        self.run(py, |tree| tree.contains_key(&key))
     }
 
     /// The number of keys: exact, O(1).
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        // `leankv::Tree::len` answers from its count even after the database is closed.
-        if self.db.get().closed() {
-            return Err(to_py(py, leankv::Error::Closed));
-        }
-        let keys = py.detach(|| self.inner.len()).py_err(py)?;
+        let keys = self.run(py, |tree| tree.len())?;
         Ok(usize::try_from(keys).unwrap_or(usize::MAX))
     }
 
@@ -109,7 +121,7 @@ impl Tree {
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let key = extract(key, "key")?;
-        match py.detach(|| self.inner.get(&key)).py_err(py)? {
+        match self.run(py, |tree| tree.get(&key))? {
             Some(value) => Ok(PyBytes::new(py, &value).into_any()),
             None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
         }
@@ -128,7 +140,7 @@ impl Tree {
     /// Removes ``key``; returns whether it was there (no ``KeyError``).
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = extract(key, "key")?;
-        py.detach(|| self.inner.remove(&key)).py_err(py)
+        self.run(py, |tree| tree.remove(&key))
     }
 
     /// Iterates over the ``(key, value)`` pairs with ``start <= key < end`` (``None``: no
@@ -182,13 +194,13 @@ impl Tree {
 
     /// The ``(key, value)`` pair with the smallest key, or ``None`` if the tree is empty.
     fn first<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let item = py.detach(|| self.inner.first()).py_err(py)?;
+        let item = self.run(py, |tree| tree.first())?;
         item.map(|item| pair(py, item)).transpose()
     }
 
     /// The ``(key, value)`` pair with the largest key, or ``None`` if the tree is empty.
     fn last<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let item = py.detach(|| self.inner.last()).py_err(py)?;
+        let item = self.run(py, |tree| tree.last())?;
         item.map(|item| pair(py, item)).transpose()
     }
 
@@ -205,19 +217,15 @@ impl Tree {
         let key = extract(key, "key")?;
         let expected = extract_opt(expected, "value")?;
         let new = extract_opt(new, "value")?;
-        let swapped = py
-            .detach(|| {
-                self.inner
-                    .compare_and_swap(&key, expected.as_deref(), new.as_deref())
-            })
-            .py_err(py)?;
+        let swapped = self.run(py, |tree| {
+            tree.compare_and_swap(&key, expected.as_deref(), new.as_deref())
+        })?;
         Ok(swapped.is_ok())
     }
 
     /// Removes every key (one atomic commit; whole leaves freed). Returns how many there were.
     fn clear(&self, py: Python<'_>) -> PyResult<u64> {
-        py.detach(|| self.inner.remove_range::<&[u8], _>(..))
-            .py_err(py)
+        self.run(py, |tree| tree.remove_range::<&[u8], _>(..))
     }
 
     /// The tree's name.

@@ -123,6 +123,51 @@ def test_commit_after_close_raises(db):
     batch.insert(tree, b"k", b"v")
     db.close()
     with pytest.raises(leankv.ClosedError):
+        batch.insert(tree, b"k2", b"v")
+    with pytest.raises(leankv.ClosedError):
+        batch[tree][b"k2"] = b"v"
+    with pytest.raises(leankv.ClosedError):
         batch.commit()
     with pytest.raises(leankv.ClosedError):
         db.write_batch()
+
+
+def test_commit_inside_the_with_block_is_not_repeated(db):
+    tree = db.tree("t")
+    with db.write_batch() as batch:
+        batch.insert(tree, b"k", b"1")
+        batch.commit()
+        assert tree[b"k"] == b"1"
+        tree[b"k"] = b"2"  # a second commit of the batch at the end would undo this
+    # The end of the block did nothing: no ClosedError (which would invite a retry).
+    assert batch.closed
+    assert tree[b"k"] == b"2"
+
+
+def test_discard_inside_the_with_block(db):
+    tree = db.tree("t")
+    with db.write_batch() as batch:
+        batch.insert(tree, b"k", b"1")
+        batch.discard()
+    assert batch.closed
+    assert b"k" not in tree
+
+
+def test_failed_commit_inside_the_with_block_is_not_retried(db):
+    tree = db.tree("t")
+    with db.write_batch() as batch:
+        batch.insert(tree, b"a", b"1")
+        batch.insert(tree, b"k" * 2000, b"too long a key")
+        with pytest.raises(leankv.KeyTooLargeError):
+            batch.commit()
+    assert b"a" not in tree
+
+
+def test_exception_after_a_commit_inside_the_block_keeps_the_commit(db):
+    tree = db.tree("t")
+    with pytest.raises(ZeroDivisionError):
+        with db.write_batch() as batch:
+            batch.insert(tree, b"k", b"1")
+            batch.commit()
+            1 / 0
+    assert tree[b"k"] == b"1"

@@ -101,6 +101,18 @@ def test_invalid_options(tmp_path):
         leankv.open(tmp_path / "f", pool_size="big")
 
 
+@pytest.mark.parametrize("option", ["pool_size", "page_size", "scan_prefetch", "checkpoint_every"])
+def test_negative_or_huge_counts_are_invalid_options(tmp_path, option):
+    # Not the OverflowError of the int conversion: a ValueError that names the option.
+    with pytest.raises(leankv.InvalidOptionsError, match=f"{option} must be >= 0, not -1"):
+        leankv.open(tmp_path / "db", **{option: -1})
+    with pytest.raises(ValueError, match=f"{option} is too large, not {2**64}"):
+        leankv.open(tmp_path / "db", **{option: 2**64})
+    with pytest.raises(TypeError):
+        leankv.open(tmp_path / "db", **{option: 1.5})
+    assert not (tmp_path / "db").exists()  # refused before anything was created
+
+
 def test_io_error_is_an_os_error_with_errno(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_bytes(b"")

@@ -94,6 +94,28 @@ def test_iterator_after_close_raises(tmp_path):
             pass
 
 
+def test_no_read_ahead_item_is_yielded_after_close(tmp_path):
+    db = leankv.open(tmp_path / "db", pool_size=16 << 20)
+    tree = db.tree("t")
+    with db.write_batch() as batch:
+        for i in range(100):
+            batch.insert(tree, key(i), b"v")
+    started = tree.items()
+    assert next(started) == (key(0), b"v")  # the next 15 are read ahead
+    keys, unstarted, ended = tree.keys(reverse=True), tree.values(), tree.prefix(b"x")
+    assert next(keys) == key(99)
+    assert list(ended) == []
+    db.close()
+    for it in (started, keys, unstarted):
+        for _ in range(3):  # and it stays so
+            with pytest.raises(leankv.ClosedError):
+                next(it)
+    with pytest.raises(StopIteration):  # an iterator that had ended stays ended
+        next(ended)
+    with pytest.raises(leankv.ClosedError):
+        next(tree.items())
+
+
 def test_writes_during_iteration_never_repeat_keys(tree):
     for i in range(2000):
         tree[key(i)] = b"x"

@@ -65,10 +65,22 @@ def test_close_is_idempotent_and_handles_raise_after_it(tmp_path):
     db = leankv.open(tmp_path / "db", pool_size=16 << 20)
     tree = db.tree("t")
     tree[b"k"] = b"v"
+    batch = db.write_batch()
+    batch.insert(tree, b"b", b"v")
     db.close()
     db.close()
     assert db.closed
+    assert repr(db).endswith(" closed>")
     for use in (
+        lambda: batch.commit(),
+        lambda: db.write_batch(),
+        lambda: tree.first(),
+        lambda: tree.remove(b"k"),
+        lambda: tree.compare_and_swap(b"k", b"v", b"w"),
+        lambda: tree.clear(),
+        lambda: db.tree_names(),
+        lambda: db.drop_tree("t"),
+        lambda: db.max_key_size,
         lambda: tree[b"k"],
         lambda: tree.__setitem__(b"k", b"v"),
         lambda: len(tree),
@@ -98,6 +110,23 @@ def test_tree_handle_keeps_the_database_open(tmp_path):
     tree[b"k"] = b"v"
     assert tree[b"k"] == b"v"
     tree.db.close()
+
+
+def test_dropping_the_last_reference_closes_the_database(tmp_path):
+    path = tmp_path / "db"
+    db = leankv.open(path, pool_size=16 << 20)
+    tree = db.tree("t")
+    tree[b"k"] = b"v"
+    it = tree.items()
+    next(tree.keys())  # an iterator dropped before its end
+    batch = db.write_batch()
+    batch.insert(tree, b"abandoned", b"x")  # neither committed nor discarded
+    del db, tree, batch
+    next(it)
+    del it  # the last reference: the database closes here
+    with leankv.open(path, pool_size=16 << 20) as db:  # the directory was released
+        tree = db.tree("t")
+        assert dict(tree.items()) == {b"k": b"v"}
 
 
 def test_drop_tree(db):

@@ -66,7 +66,8 @@ def open(
     to 64 KiB. The rest are the engine's ``leankv::Options``.
 
     Raises ``AlreadyOpenError`` if the directory is open elsewhere, ``InvalidOptionsError``
-    for options that cannot work, ``NotADatabaseError``, ``CorruptionError`` or ``IoError``.
+    for options that cannot work (a negative count among them), ``NotADatabaseError``,
+    ``CorruptionError`` or ``IoError``.
     """
 
 @final
@@ -92,9 +93,11 @@ class Db:
         """Flushes and checks every tree on disk: ``{"ok", "trees", "pages", "entries",
         "problems"}``."""
     def close(self) -> None:
-        """Writes everything and releases the directory; later use raises ``ClosedError``."""
+        """Writes everything and releases the directory. From the moment it is called every
+        handle raises ``ClosedError``; it waits for the calls in flight to end."""
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
     @property
     def path(self) -> pathlib.Path:
         """The database directory."""
@@ -167,7 +170,8 @@ class Tree:
 
 @final
 class RangeIterator(Iterator[_T]):
-    """An iterator over a key range, read ahead in batches without the GIL."""
+    """An iterator over a key range, read ahead in batches without the GIL. Once the
+    database is closed every step raises ``ClosedError`` (an ended one stays ended)."""
 
     def __iter__(self) -> RangeIterator[_T]: ...
     def __next__(self) -> _T: ...
@@ -175,7 +179,8 @@ class RangeIterator(Iterator[_T]):
 @final
 class WriteBatch:
     """Changes to trees of one database, applied atomically by :meth:`commit`; as a context
-    manager it commits on a clean exit and discards on an exception."""
+    manager it commits on a clean exit and discards on an exception (nothing if it was
+    committed or discarded in the block)."""
 
     def insert(self, tree: Tree, key: _BytesLike, value: _BytesLike) -> None: ...
     def remove(self, tree: Tree, key: _BytesLike) -> None: ...
