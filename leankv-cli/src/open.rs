@@ -70,6 +70,23 @@ pub fn existing_tree(db: &Db, name: &str) -> CliResult<Tree> {
     Ok(db.open_tree(name)?)
 }
 
+/// Visits every pair of `tree` in key order until `visit` fails, and returns that failure
+/// (or the scan's own).
+pub fn try_scan<E: From<leankv::Error>>(
+    tree: &Tree,
+    mut visit: impl FnMut(&[u8], &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut failed = None;
+    tree.scan::<&[u8], _>(.., |key, value| match visit(key, value) {
+        Ok(()) => true,
+        Err(error) => {
+            failed = Some(error);
+            false
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
 /// Runs `command` on `db`, then closes it: a close that fails is reported as the command's
 /// failure unless the command failed first (its error is the one to tell).
 pub fn with_db<T>(db: Db, command: impl FnOnce(&Db) -> CliResult<T>) -> CliResult<T> {

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{damage_last_page, leankv, load_keys, put, scratch, stdout_of, text_of};
+use common::{damage_last_page, leankv, load_keys, on, put, scratch, stdout_of, text_of};
 use predicates::prelude::*;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -14,9 +14,7 @@ fn check_passes_a_sound_database() {
     let s = scratch();
     load_keys(&s.db, 3000);
     put(&s.db, "other", "k", "v");
-    leankv()
-        .arg("check")
-        .arg(&s.db)
+    on("check", &s.db)
         .assert()
         .success()
         .stdout(predicate::str::contains("no problems"));
@@ -27,9 +25,7 @@ fn check_reports_damage_with_status_3() {
     let s = scratch();
     load_keys(&s.db, 3000);
     damage_last_page(&s.db);
-    leankv()
-        .arg("check")
-        .arg(&s.db)
+    on("check", &s.db)
         .assert()
         .code(3)
         .stdout(predicate::str::contains("1 problem(s)"))
@@ -49,9 +45,7 @@ fn a_file_that_is_no_database_is_a_failure() {
     let s = scratch();
     std::fs::create_dir(&s.db).unwrap();
     std::fs::write(s.db.join("leankv.pages"), vec![7u8; 8192]).unwrap();
-    leankv()
-        .arg("check")
-        .arg(&s.db)
+    on("check", &s.db)
         .assert()
         .code(4)
         .stderr(predicate::str::contains("not a leankv database"));
@@ -66,16 +60,9 @@ fn compact_gives_the_free_pages_back_and_keeps_every_pair() {
     let s = scratch();
     load_keys(&s.db, 20_000);
     put(&s.db, "empty", "k", "v");
-    leankv()
-        .arg("del")
-        .arg(&s.db)
-        .args(["empty", "k"])
-        .assert()
-        .success();
+    on("del", &s.db).args(["empty", "k"]).assert().success();
     // 90% of the keys go.
-    leankv()
-        .arg("del")
-        .arg(&s.db)
+    on("del", &s.db)
         .args(["t", "--from", "key002000"])
         .assert()
         .success();
@@ -132,9 +119,7 @@ fn compact_refuses_a_directory_with_other_files() {
     let s = scratch();
     put(&s.db, "t", "k", "v");
     std::fs::write(s.db.join("notes.txt"), "mine").unwrap();
-    leankv()
-        .arg("compact")
-        .arg(&s.db)
+    on("compact", &s.db)
         .assert()
         .code(4)
         .stderr(predicate::str::contains("notes.txt"));
@@ -179,9 +164,7 @@ fn compact_removes_only_the_leftovers_it_made_and_nobody_uses() {
     std::fs::write(cluttered.join("db").join("notes.txt"), "mine").unwrap();
     let unrelated = root.join(".db.compact-12345x");
     std::fs::create_dir(&unrelated).unwrap();
-    leankv()
-        .arg("compact")
-        .arg(&s.db)
+    on("compact", &s.db)
         .assert()
         .success()
         .stderr(predicate::str::contains(
@@ -204,9 +187,7 @@ fn compact_removes_only_the_leftovers_it_made_and_nobody_uses() {
         .assert()
         .success()
         .stdout("value");
-    leankv()
-        .arg("get")
-        .arg(&s.db)
+    on("get", &s.db)
         .args(["t", "k"])
         .assert()
         .success()
@@ -257,17 +238,13 @@ fn a_compaction_killed_at_any_step_loses_nothing() {
     ] {
         let s = scratch();
         load_keys(&s.db, 3000);
-        leankv()
-            .arg("del")
-            .arg(&s.db)
+        on("del", &s.db)
             .args(["t", "--from", "key000300"])
             .assert()
             .success();
         let dump = || stdout_of(leankv().args(["--quiet", "dump"]).arg(&s.db));
         let before = dump();
-        let killed = leankv()
-            .arg("compact")
-            .arg(&s.db)
+        let killed = on("compact", &s.db)
             .env("LEANKV_CLI_TEST_CRASH_AT", step)
             // A core dump, where they are on, lands in the temporary directory.
             .current_dir(s.root.path())
@@ -397,18 +374,14 @@ fn compact_refuses_when_it_cannot_keep_the_owner() {
 fn compact_keeps_the_old_copy_when_the_swap_cannot_be_synced() {
     let s = scratch();
     load_keys(&s.db, 3000);
-    leankv()
-        .arg("del")
-        .arg(&s.db)
+    on("del", &s.db)
         .args(["t", "--from", "key000300"])
         .assert()
         .success();
     let dump = |db: &Path| stdout_of(leankv().args(["--quiet", "dump"]).arg(db));
     let before = dump(&s.db);
     let pages_before = page_file_len(&s.db);
-    let failed = leankv()
-        .arg("compact")
-        .arg(&s.db)
+    let failed = on("compact", &s.db)
         .env("LEANKV_CLI_TEST_FAIL_AT", "sync-parents")
         .assert()
         .code(4)
@@ -431,9 +404,7 @@ fn compact_keeps_the_old_copy_when_the_swap_cannot_be_synced() {
     assert!(!kept[0].join("COMPACTING").exists());
     assert_eq!(page_file_len(&old), pages_before);
     // The next compaction leaves it: it is for the user to remove.
-    leankv()
-        .arg("compact")
-        .arg(&s.db)
+    on("compact", &s.db)
         .assert()
         .success()
         .stderr(predicate::str::contains("has no COMPACTING file"));
@@ -450,12 +421,7 @@ fn compact_refuses_the_current_directory_and_its_ancestors() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("run it from outside"));
-    leankv()
-        .arg("compact")
-        .arg(&s.db)
-        .current_dir(&s.db)
-        .assert()
-        .code(2);
+    on("compact", &s.db).current_dir(&s.db).assert().code(2);
     let inside = s.db.join("sub");
     std::fs::create_dir(&inside).unwrap();
     leankv()

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{damage_last_page, leankv, put, scratch, stdout_of, text_of};
+use common::{damage_last_page, leankv, on, put, scratch, stdout_of, text_of};
 use predicates::prelude::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -42,12 +42,7 @@ fn dump_writes_the_documented_format() {
         .assert()
         .success();
     put(&s.db, "empty", "k", "v");
-    leankv()
-        .arg("del")
-        .arg(&s.db)
-        .args(["empty", "k"])
-        .assert()
-        .success();
+    on("del", &s.db).args(["empty", "k"]).assert().success();
     let text = String::from_utf8(dump(&s.db)).unwrap();
     assert_eq!(
         text,
@@ -68,12 +63,7 @@ fn dump_writes_the_documented_format() {
          {\"tree\":\"users\",\"key\":\"ada\",\"value\":\"lovelace\"}\n\
          {\"end\":{\"pairs\":1,\"trees\":1}}\n"
     );
-    leankv()
-        .arg("dump")
-        .arg(&s.db)
-        .arg("nobody")
-        .assert()
-        .code(1);
+    on("dump", &s.db).arg("nobody").assert().code(1);
 }
 
 #[test]
@@ -120,9 +110,7 @@ fn dump_to_a_file_and_load_from_a_file() {
     let s = scratch();
     common::load_keys(&s.db, 2000);
     let file = s.root.path().join("dump.jsonl");
-    leankv()
-        .arg("dump")
-        .arg(&s.db)
+    on("dump", &s.db)
         .arg("-o")
         .arg(&file)
         .assert()

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{leankv, put, scratch, text_of};
+use common::{leankv, on, put, scratch, text_of};
 use predicates::prelude::*;
 
 #[test]
@@ -11,41 +11,25 @@ fn put_get_del_round_trip_with_documented_statuses() {
     put(&s.db, "users", "ada", "lovelace");
     put(&s.db, "users", "alan", "turing");
     // The value raw, no newline added.
-    leankv()
-        .arg("get")
-        .arg(&s.db)
+    on("get", &s.db)
         .args(["users", "ada"])
         .assert()
         .success()
         .stdout("lovelace");
     // Missing key and missing tree: status 1, nothing on stdout, a message on stderr.
-    leankv()
-        .arg("get")
-        .arg(&s.db)
+    on("get", &s.db)
         .args(["users", "grace"])
         .assert()
         .code(1)
         .stdout("")
         .stderr(predicate::str::contains("no key grace"));
-    leankv()
-        .arg("get")
-        .arg(&s.db)
+    on("get", &s.db)
         .args(["nobody", "ada"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("no tree \"nobody\""));
-    leankv()
-        .arg("del")
-        .arg(&s.db)
-        .args(["users", "ada"])
-        .assert()
-        .success();
-    leankv()
-        .arg("del")
-        .arg(&s.db)
-        .args(["users", "ada"])
-        .assert()
-        .code(1);
+    on("del", &s.db).args(["users", "ada"]).assert().success();
+    on("del", &s.db).args(["users", "ada"]).assert().code(1);
     // Reading commands did not create the tree they looked for.
     let trees = text_of(leankv().args(["stat", "--json"]).arg(&s.db));
     assert!(!trees.contains("nobody"), "{trees}");
@@ -87,21 +71,12 @@ fn usage_errors_exit_with_status_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("not hex"));
-    leankv()
-        .arg("put")
-        .arg(&s.db)
-        .args(["t", "k"])
-        .assert()
-        .code(2);
-    leankv()
-        .arg("del")
-        .arg(&s.db)
+    on("put", &s.db).args(["t", "k"]).assert().code(2);
+    on("del", &s.db)
         .args(["t", "k", "--prefix", "p"])
         .assert()
         .code(2);
-    leankv()
-        .arg("del")
-        .arg(&s.db)
+    on("del", &s.db)
         .arg("t")
         .assert()
         .code(2)
@@ -166,18 +141,11 @@ fn hex_keys_and_values_in_and_out() {
         .args(["bin", "6b", "00ff0a"])
         .assert()
         .success();
-    let raw = leankv()
-        .arg("get")
-        .arg(&s.db)
-        .args(["bin", "k"])
-        .output()
-        .unwrap();
+    let raw = on("get", &s.db).args(["bin", "k"]).output().unwrap();
     assert!(raw.status.success());
     assert_eq!(raw.stdout, [0x00, 0xff, 0x0a]);
     // scan escapes what is not printable text.
-    leankv()
-        .arg("scan")
-        .arg(&s.db)
+    on("scan", &s.db)
         .arg("bin")
         .assert()
         .success()
@@ -195,19 +163,12 @@ fn hex_keys_and_values_in_and_out() {
 fn put_reads_binary_values_from_stdin() {
     let s = scratch();
     let value: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
-    leankv()
-        .arg("put")
-        .arg(&s.db)
+    on("put", &s.db)
         .args(["files", "blob", "--stdin"])
         .write_stdin(value.clone())
         .assert()
         .success();
-    let out = leankv()
-        .arg("get")
-        .arg(&s.db)
-        .args(["files", "blob"])
-        .output()
-        .unwrap();
+    let out = on("get", &s.db).args(["files", "blob"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(out.stdout, value);
 }
@@ -245,16 +206,12 @@ fn del_of_a_range_or_prefix_removes_and_counts() {
     for key in ["a", "b1", "b2", "b3", "c", "d"] {
         put(&s.db, "t", key, "v");
     }
-    leankv()
-        .arg("del")
-        .arg(&s.db)
+    on("del", &s.db)
         .args(["t", "--prefix", "b"])
         .assert()
         .success()
         .stderr("removed 3 keys from tree \"t\"\n");
-    leankv()
-        .arg("del")
-        .arg(&s.db)
+    on("del", &s.db)
         .args(["t", "--from", "c"])
         .assert()
         .success()
@@ -273,9 +230,7 @@ fn stat_reports_trees_keys_pages_and_format() {
     assert!(text.contains("page size       16384 bytes"), "{text}");
     assert!(text.contains("trees           2 (3001 keys)"), "{text}");
     assert!(text.contains("leankv.pages"), "{text}");
-    leankv()
-        .arg("del")
-        .arg(&s.db)
+    on("del", &s.db)
         .args(["t", "--prefix", ""])
         .assert()
         .success();
@@ -302,17 +257,13 @@ fn a_database_open_elsewhere_gives_status_5() {
     let s = scratch();
     put(&s.db, "t", "k", "v");
     let db = leankv::Db::open(&s.db, leankv::Options::default().pool_size(8 << 20)).unwrap();
-    leankv()
-        .arg("get")
-        .arg(&s.db)
+    on("get", &s.db)
         .args(["t", "k"])
         .assert()
         .code(5)
         .stderr(predicate::str::contains("already open"));
     db.close().unwrap();
-    leankv()
-        .arg("get")
-        .arg(&s.db)
+    on("get", &s.db)
         .args(["t", "k"])
         .assert()
         .success()

@@ -329,28 +329,13 @@ impl Db {
 
 fn stats_dict<'py>(py: Python<'py>, stats: &leankv::Stats) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    let counters = [
-        ("page_reads", stats.page_reads),
-        ("page_writes", stats.page_writes),
-        ("background_writes", stats.background_writes),
-        ("evictions", stats.evictions),
-        ("unswizzles", stats.unswizzles),
-        ("cooling_hits", stats.cooling_hits),
-        ("restarts", stats.restarts),
-        ("pessimistic_fallbacks", stats.pessimistic_fallbacks),
-        ("read_waits", stats.read_waits),
-        ("prefetch_reads", stats.prefetch_reads),
-        ("scan_cooled", stats.scan_cooled),
-        ("large_value_bytes_written", stats.large_value_bytes_written),
-        ("large_value_bytes_read", stats.large_value_bytes_read),
+    let facts = [
         ("page_count", stats.page_count),
         ("free_pages", stats.free_pages),
         ("format_version", u64::from(stats.format_version)),
-        ("log_bytes_written", stats.log_bytes_written),
-        ("log_syncs", stats.log_syncs),
         ("trees_counted_by_scan", stats.trees_counted_by_scan),
     ];
-    for (name, value) in counters {
+    for (name, value) in stats.counters().into_iter().chain(facts) {
         dict.set_item(name, value)?;
     }
     dict.set_item("io_mode", stats.io_mode.to_string())?;

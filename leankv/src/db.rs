@@ -91,6 +91,30 @@ pub struct Stats {
     pub trees_counted_by_scan: u64,
 }
 
+impl Stats {
+    /// The event counters since open, by field name: what a monitor or a benchmark reports
+    /// as rates (every `u64` field that only grows).
+    pub fn counters(&self) -> [(&'static str, u64); 15] {
+        [
+            ("page_reads", self.page_reads),
+            ("page_writes", self.page_writes),
+            ("background_writes", self.background_writes),
+            ("evictions", self.evictions),
+            ("unswizzles", self.unswizzles),
+            ("cooling_hits", self.cooling_hits),
+            ("restarts", self.restarts),
+            ("pessimistic_fallbacks", self.pessimistic_fallbacks),
+            ("read_waits", self.read_waits),
+            ("prefetch_reads", self.prefetch_reads),
+            ("scan_cooled", self.scan_cooled),
+            ("large_value_bytes_written", self.large_value_bytes_written),
+            ("large_value_bytes_read", self.large_value_bytes_read),
+            ("log_bytes_written", self.log_bytes_written),
+            ("log_syncs", self.log_syncs),
+        ]
+    }
+}
+
 /// What the recovery at open replayed and rolled back (all zero for a new database or
 /// without a log; a clean close leaves only its checkpoint record to read).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

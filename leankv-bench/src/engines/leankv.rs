@@ -182,22 +182,7 @@ impl<P: Policy> Engine for LeanEngine<P> {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let stats = self.db.stats();
-        vec![
-            ("page_reads", stats.page_reads),
-            ("page_writes", stats.page_writes),
-            ("background_writes", stats.background_writes),
-            ("evictions", stats.evictions),
-            ("unswizzles", stats.unswizzles),
-            ("cooling_hits", stats.cooling_hits),
-            ("restarts", stats.restarts),
-            ("pessimistic_fallbacks", stats.pessimistic_fallbacks),
-            ("read_waits", stats.read_waits),
-            ("prefetch_reads", stats.prefetch_reads),
-            ("scan_cooled", stats.scan_cooled),
-            ("log_bytes_written", stats.log_bytes_written),
-            ("log_syncs", stats.log_syncs),
-        ]
+        self.db.stats().counters().to_vec()
     }
 
     /// Collects the transaction's writes in one `WriteBatch`, committed when `body` returns

@@ -74,23 +74,12 @@ pub fn run(
         for name in &names {
             let tree = db.open_tree(name)?;
             write_record(&mut out, name, None).map_err(output_error)?;
-            let mut failed = None;
-            tree.scan::<&[u8], _>(.., |key, value| {
-                match write_record(&mut out, name, Some((key, value))) {
-                    Ok(()) => {
-                        pairs += 1;
-                        ticker.add(1);
-                        true
-                    }
-                    Err(error) => {
-                        failed = Some(error);
-                        false
-                    }
-                }
+            open::try_scan(&tree, |key, value| {
+                write_record(&mut out, name, Some((key, value))).map_err(output_error)?;
+                pairs += 1;
+                ticker.add(1);
+                Ok::<_, CliError>(())
             })?;
-            if let Some(error) = failed {
-                return Err(output_error(error));
-            }
         }
         ticker.finish();
         let end = EndInfo {

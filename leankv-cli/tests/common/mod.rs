@@ -12,6 +12,13 @@ pub fn leankv() -> Command {
     command
 }
 
+/// `leankv COMMAND DB` with the tests' pool size, for more arguments to follow.
+pub fn on(command: &str, db: &Path) -> Command {
+    let mut leankv = leankv();
+    leankv.arg(command).arg(db);
+    leankv
+}
+
 /// The `leankv` binary with no options.
 pub fn leankv_bare() -> Command {
     assert_cmd::cargo::cargo_bin_cmd!("leankv")
@@ -53,12 +60,7 @@ pub fn scratch() -> Scratch {
 
 /// `leankv put`, which must succeed.
 pub fn put(db: &Path, tree: &str, key: &str, value: &str) {
-    leankv()
-        .arg("put")
-        .arg(db)
-        .args([tree, key, value])
-        .assert()
-        .success();
+    on("put", db).args([tree, key, value]).assert().success();
 }
 
 /// Runs `leankv` with `args` after the database path's command and returns its standard

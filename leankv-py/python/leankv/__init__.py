@@ -14,6 +14,7 @@ database. Errors are subclasses of :class:`leankv.Error`.
 
 from __future__ import annotations
 
+from . import _errors
 from ._errors import (
     AlreadyOpenError,
     ClosedError,
@@ -54,16 +55,5 @@ __all__ = [
     "MAX_VALUE_SIZE",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_POOL_SIZE",
-    "Error",
-    "IoError",
-    "CorruptionError",
-    "NotADatabaseError",
-    "NotClosedCleanlyError",
-    "AlreadyOpenError",
-    "KeyTooLargeError",
-    "ValueTooLargeError",
-    "InvalidOptionsError",
-    "ClosedError",
-    "TreeDroppedError",
-    "PoolExhaustedError",
+    *_errors.__all__,
 ]

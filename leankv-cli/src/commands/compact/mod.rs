@@ -361,20 +361,11 @@ fn copy_trees(source: &Db, copy: &Path, quiet: bool, options: OpenOptions) -> Cl
         for name in &names {
             let from = source.open_tree(name)?;
             let to = target.open_tree(name)?;
-            let mut failed = None;
-            from.scan::<&[u8], _>(.., |key, value| match to.insert(key, value) {
-                Ok(()) => {
-                    ticker.add(1);
-                    true
-                }
-                Err(error) => {
-                    failed = Some(error);
-                    false
-                }
+            open::try_scan(&from, |key, value| {
+                to.insert(key, value)?;
+                ticker.add(1);
+                Ok::<_, CliError>(())
             })?;
-            if let Some(error) = failed {
-                return Err(error.into());
-            }
         }
         Ok(())
     })();
