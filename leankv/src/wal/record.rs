@@ -360,10 +360,12 @@ pub(crate) enum BeforeRef<'a> {
     Blob(&'a [u8]),
 }
 
-/// Appends frames to a byte buffer whose first byte is at log position `base`.
+/// Appends frames to a byte buffer whose byte `lead` is at log position `base`.
 pub(crate) struct FrameWriter<'a> {
     pub(crate) out: &'a mut Vec<u8>,
     pub(crate) base: u64,
+    /// Bytes of `out` before the log's (room a log chunk keeps for writing in place).
+    pub(crate) lead: usize,
     pub(crate) generation: u32,
     /// A page-sized buffer images are filled into before their gap is left out.
     pub(crate) scratch: &'a mut Vec<u8>,
@@ -390,10 +392,15 @@ pub(crate) fn stamp(header: &mut [u8], lsn: u64, generation: u32, payload_checks
 }
 
 impl FrameWriter<'_> {
+    /// The log position of the next byte appended.
+    pub(crate) fn position(&self) -> u64 {
+        self.base + (self.out.len() - self.lead) as u64
+    }
+
     /// Starts a frame of `kind`; `body` writes the payload. Returns the frame's end position.
     fn frame(&mut self, kind: u8, body: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) -> u64 {
         let start = self.out.len();
-        let lsn = self.base + start as u64;
+        let lsn = self.position();
         self.out.extend_from_slice(&[0; FRAME_HEADER]);
         body(self.out, self.scratch);
         let payload = self.out.len() - start - FRAME_HEADER;
@@ -406,9 +413,9 @@ impl FrameWriter<'_> {
             stamp(header, lsn, self.generation, payload_checksum);
         }
         self.payload_checksum = payload_checksum;
-        let padded = self.out.len().next_multiple_of(FRAME_ALIGN);
-        self.out.resize(padded, 0);
-        self.base + padded as u64
+        let padded = (self.out.len() - self.lead).next_multiple_of(FRAME_ALIGN);
+        self.out.resize(self.lead + padded, 0);
+        self.position()
     }
 
     pub(crate) fn checkpoint(

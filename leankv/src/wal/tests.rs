@@ -1,5 +1,6 @@
 //! The log's back-pressure: while the writer cannot write (a device slower than the appends),
 //! writes wait in `admit` once `MAX_QUEUED_BYTES` are queued, and go on once it catches up.
+//! And the writer's writes: whole aligned sectors, from chunks in place or copied.
 
 use super::*;
 use crate::io::{IoMode, MemoryStorage};
@@ -130,4 +131,151 @@ fn writes_wait_while_the_writer_falls_behind() {
     log.wait_durable(log.end()).unwrap();
     assert!(!log.inner.throttled.load(Ordering::Acquire));
     log.shut_down().unwrap();
+}
+
+/// A storage that refuses what direct I/O refuses: a buffer, offset or length not aligned.
+#[derive(Default)]
+struct DirectOnly(MemoryStorage);
+
+impl Storage for DirectOnly {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        let aligned = |n: usize| n.is_multiple_of(IO_ALIGNMENT);
+        if !(aligned(buf.as_ptr() as usize) && aligned(buf.len()) && aligned(offset as usize)) {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        self.0.write_at(buf, offset)
+    }
+
+    fn extend_to(&self, len: u64) -> std::io::Result<()> {
+        self.0.extend_to(len)
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.0.sync()
+    }
+
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+
+    fn mode(&self) -> IoMode {
+        IoMode::Direct
+    }
+}
+
+/// The batch numbers of the commit records in the log from `start`.
+fn commits_in(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Vec<u64> {
+    let read = read_log(files, start).unwrap();
+    read.records
+        .iter()
+        .filter_map(|(_, record)| match record {
+            Record::Commit { batch } => Some(*batch),
+            _ => None,
+        })
+        .collect()
+}
+
+fn direct_only_files() -> [Arc<dyn Storage>; 2] {
+    [
+        Arc::new(DirectOnly::default()),
+        Arc::new(DirectOnly::default()),
+    ]
+}
+
+#[test]
+fn chunks_are_written_in_place_as_aligned_sectors() {
+    let files = direct_only_files();
+    let log = new_log(files.clone(), 1 << 40);
+    let start = log.begin_checkpoint(1, &[], Vec::new);
+    // Each commit synced alone: every write begins with the partial sector of the last.
+    for batch in 1..=40 {
+        let (_, end) = log.append(|writer, _| writer.commit(batch));
+        log.wait_durable(end).unwrap();
+    }
+    // Many records per write, taken by the writer ahead of any sync.
+    for batch in 41..=2_000 {
+        log.append(|writer, _| writer.commit(batch));
+    }
+    log.shut_down().unwrap();
+    assert_eq!(commits_in(&files, start), (1..=2_000).collect::<Vec<_>>());
+}
+
+#[test]
+fn chunks_are_written_in_place_or_copied_and_each_write_carries_the_partial_sector() {
+    let files = direct_only_files();
+    let log = new_log(files.clone(), 1 << 40);
+    let (mut tail, mut buffer, mut unsynced) = (Tail::default(), AlignedBuf::new(0), [false; 2]);
+    let records = |len: usize, seed: u8| -> Vec<u8> {
+        (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
+    };
+    let chunk = |offset: u64, records: &[u8]| {
+        let mut chunk = Chunk::new(0, offset, 4096 + offset, Vec::with_capacity(CHUNK_CAPACITY));
+        chunk.bytes.extend_from_slice(records);
+        chunk
+    };
+    let (first, second, third) = (records(700, 1), records(1000, 2), records(300, 3));
+    // A fresh chunk (written in place); one without room for the padding, as when a record
+    // outgrew it (copied); a fresh one again. Each but the first starts mid-sector.
+    let mut tight = chunk(700, &second);
+    tight.bytes.shrink_to_fit();
+    let mut chunks = [chunk(0, &first), tight, chunk(1700, &third)];
+    log.inner
+        .write_chunks(&mut chunks, &mut buffer, &mut tail, &mut unsynced, true)
+        .unwrap();
+    let mut written = vec![0; 2048];
+    files[0].read_at(&mut written, 0).unwrap();
+    assert_eq!(written[..2000], [first, second, third].concat());
+    assert_eq!((tail.offset, tail.bytes.len()), (1536, 2000 - 1536));
+    log.shut_down().unwrap();
+}
+
+/// A storage whose writes panic, as a bug in the writer would.
+#[derive(Default)]
+struct PanicsOnWrite(MemoryStorage);
+
+impl Storage for PanicsOnWrite {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+        panic!("a bug in the log writer");
+    }
+
+    fn extend_to(&self, len: u64) -> std::io::Result<()> {
+        self.0.extend_to(len)
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.0.sync()
+    }
+
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+
+    fn mode(&self) -> IoMode {
+        IoMode::Buffered
+    }
+}
+
+#[test]
+fn a_panic_in_the_writer_fails_the_log_instead_of_leaving_commits_waiting() {
+    let files: [Arc<dyn Storage>; 2] = [
+        Arc::new(PanicsOnWrite::default()),
+        Arc::new(PanicsOnWrite::default()),
+    ];
+    let log = new_log(files, 1 << 40);
+    let (_, end) = log.append(|writer, _| writer.commit(1));
+    let error = log.wait_durable(end).unwrap_err();
+    assert!(
+        error.to_string().contains("the log writer panicked"),
+        "{error}"
+    );
+    assert!(log.sync_eventually().is_err());
+    assert!(log.shut_down().is_err());
 }

@@ -30,6 +30,7 @@ fn writer<'a>(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> FrameWriter<'a>
     FrameWriter {
         out,
         base: 4096,
+        lead: 0,
         generation: 3,
         scratch,
         payload_checksum: 0,
