@@ -59,6 +59,16 @@ pub(crate) struct CoolingStage {
     /// Dirty frames pushed so far. A cooling page is never dirtied (a write makes it hot
     /// first), so while this stands still no new work for the background writer has come.
     dirty_pushed: u64,
+    /// Frames pushed so far: the next push number.
+    pushed: u64,
+    /// The background writer's cursor: the oldest frame it has not examined yet (`None`:
+    /// it examined them all). Frames pushed at or after `writer_seq` are unexamined, and
+    /// `unexamined` counts those still in the FIFO. Since a cooling page is never dirtied,
+    /// one look per cooling spell is enough; walking from the old end every round instead
+    /// cost a cache miss per cooling frame per 64 pages written, under this mutex.
+    writer_next: Option<FrameId>,
+    writer_seq: u64,
+    unexamined: usize,
 }
 
 fn link(frame: Option<FrameId>) -> u32 {
@@ -118,6 +128,10 @@ impl CoolingStage {
         self.newest = Some(frame);
         self.index.insert(page_id, frame);
         self.dirty_pushed += u64::from(header.is_dirty());
+        header.fifo_seq.store(self.pushed, Ordering::Relaxed);
+        self.pushed += 1;
+        self.unexamined += 1;
+        self.writer_next.get_or_insert(frame);
     }
 
     /// Dirty frames pushed since the stage was made (see `dirty_pushed`).
@@ -132,6 +146,12 @@ impl CoolingStage {
         let header = pool.frame(frame);
         let prev = unlink(header.fifo_prev.load(Ordering::Relaxed));
         let next = unlink(header.fifo_next.load(Ordering::Relaxed));
+        if header.fifo_seq.load(Ordering::Relaxed) >= self.writer_seq {
+            self.unexamined -= 1;
+        }
+        if self.writer_next == Some(frame) {
+            self.writer_next = next;
+        }
         match prev {
             Some(p) => pool.frame(p).fifo_next.store(link(next), Ordering::Relaxed),
             None => self.oldest = next,
@@ -152,6 +172,28 @@ impl CoolingStage {
             }
             frames.push(frame);
             cursor = unlink(pool.frame(frame).fifo_next.load(Ordering::Relaxed));
+        }
+        frames
+    }
+
+    /// Up to `limit` frames the background writer has not examined yet, oldest first, from
+    /// the old half of the FIFO only (see `BufferManager::write_cooling_pages`); they count
+    /// as examined from now on.
+    pub(crate) fn frames_to_examine(&mut self, pool: &Pool, limit: usize) -> Vec<FrameId> {
+        let old_half = self.len().div_ceil(2);
+        let mut frames = Vec::new();
+        while let Some(frame) = self.writer_next {
+            // Frames older than the cursor, all examined: its position from the old end.
+            let position = self.len() - self.unexamined;
+            if frames.len() == limit || position >= old_half {
+                break;
+            }
+            let header = pool.frame(frame);
+            debug_assert!(header.fifo_seq.load(Ordering::Relaxed) >= self.writer_seq);
+            frames.push(frame);
+            self.writer_seq = header.fifo_seq.load(Ordering::Relaxed) + 1;
+            self.unexamined -= 1;
+            self.writer_next = unlink(header.fifo_next.load(Ordering::Relaxed));
         }
         frames
     }
@@ -199,5 +241,49 @@ mod tests {
         assert_eq!(stage.oldest_frames(&pool, 2), vec![1, 3]);
         assert_eq!(stage.oldest_frames(&pool, 10), vec![1, 3, 0]);
         assert_eq!(stage.len(), 3);
+    }
+
+    #[test]
+    fn the_writer_examines_each_cooling_frame_once_and_only_in_the_old_half() {
+        let pool = Pool::new(16, 4096, false, None).unwrap();
+        let mut stage = CoolingStage::default();
+        let push = |stage: &mut CoolingStage, frame: FrameId| {
+            assert!(stage.admit(100 + u64::from(frame)));
+            stage.push_newest(&pool, frame, 100 + u64::from(frame));
+        };
+        let remove = |stage: &mut CoolingStage, frame: FrameId| {
+            stage.remove(&pool, frame, 100 + u64::from(frame));
+            stage.release(100 + u64::from(frame));
+        };
+        for frame in 0..8 {
+            push(&mut stage, frame);
+        }
+        // The old half is frames 0-3; a step takes at most the limit.
+        assert_eq!(stage.frames_to_examine(&pool, 3), vec![0, 1, 2]);
+        assert_eq!(stage.frames_to_examine(&pool, 3), vec![3]);
+        assert_eq!(stage.frames_to_examine(&pool, 3), Vec::<FrameId>::new());
+        // Removing examined frames (evicted) moves the old half forward; removing the
+        // cursor's frame (touched again) moves the cursor to the next.
+        remove(&mut stage, 0);
+        remove(&mut stage, 1);
+        remove(&mut stage, 4);
+        // Left: 2 3 | 5 6 7 (examined | not); the old half of five is three frames.
+        assert_eq!(stage.frames_to_examine(&pool, 8), vec![5]);
+        remove(&mut stage, 2);
+        remove(&mut stage, 3);
+        // Left: 5 | 6 7; pushed again after eviction: 5 | 6 7 0 1 — old half is three.
+        push(&mut stage, 0);
+        push(&mut stage, 1);
+        assert_eq!(stage.frames_to_examine(&pool, 8), vec![6, 7]);
+        remove(&mut stage, 5);
+        remove(&mut stage, 6);
+        remove(&mut stage, 7);
+        assert_eq!(stage.frames_to_examine(&pool, 8), vec![0]);
+        remove(&mut stage, 0);
+        remove(&mut stage, 1);
+        assert_eq!(stage.len(), 0);
+        // Everything examined or gone: the next push is the cursor again.
+        push(&mut stage, 9);
+        assert_eq!(stage.frames_to_examine(&pool, 8), vec![9]);
     }
 }

@@ -45,6 +45,9 @@ pub(crate) struct Frame {
     /// Intrusive links of the cooling FIFO, guarded by the cooling-stage mutex.
     pub(crate) fifo_prev: AtomicU32,
     pub(crate) fifo_next: AtomicU32,
+    /// When the frame entered the cooling FIFO (its push number), guarded by the same mutex:
+    /// tells the background writer's cursor whether it examined the frame already.
+    pub(crate) fifo_seq: AtomicU64,
     state: AtomicU8,
     dirty: AtomicBool,
     /// Set while a write-back of this frame is in progress: at most one at a time, so that

@@ -194,29 +194,24 @@ impl<P: Policy> BufferManager<P> {
         self.cooling.lock().dirty_pushed()
     }
 
-    /// Writes dirty cooling pages from the old half of the FIFO (the background writer's
-    /// work). Returns how many were written.
+    /// Writes the dirty pages among up to `limit` cooling frames of the old half of the FIFO
+    /// that the background writer has not examined yet (its work). Returns how many frames
+    /// it examined.
     ///
     /// The young half is left alone: a page unswizzled moments ago is the one most likely to
     /// be touched and dirtied again (a hot page the random choice happened to hit), and
     /// writing it then is wasted. Eviction takes frames from the old end only, so the old
     /// half is all the writer has to keep clean.
     pub(crate) fn write_cooling_pages(&self, limit: usize) -> usize {
-        let candidates = {
-            let stage = self.cooling.lock();
-            stage.oldest_frames(&self.pool, stage.len().div_ceil(2))
-        };
+        let candidates = self.cooling.lock().frames_to_examine(&self.pool, limit);
         let mut written = 0;
-        for frame in candidates {
-            if written == limit {
-                break;
-            }
+        for &frame in &candidates {
             if self.frame(frame).is_dirty() && matches!(self.write_back(frame, false), Ok(true)) {
                 written += 1;
             }
         }
-        self.count(Counter::BackgroundWrites, written as u64);
-        written
+        self.count(Counter::BackgroundWrites, written);
+        candidates.len()
     }
 
     /// Writes every dirty page, runs of consecutive page ids with one write each, and syncs

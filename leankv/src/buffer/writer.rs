@@ -12,8 +12,8 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Dirty pages written per round.
-const PAGES_PER_ROUND: usize = 64;
+/// Cooling frames examined (and written if dirty) per step of a round.
+const FRAMES_PER_STEP: usize = 64;
 /// How long the writer sleeps when nobody wakes it.
 const IDLE_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -86,15 +86,14 @@ fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
         let Some(manager) = manager.upgrade() else {
             return;
         };
-        // A round walks half the cooling stage (a cache miss per frame, under its mutex):
-        // skip it while no dirty page has cooled since the last, unless eviction met dirty
-        // pages. A read-only workload beyond memory then pays nothing for the writer.
+        // Skip a round while no dirty page has cooled since the last, unless eviction met
+        // dirty pages: a read-only workload beyond memory then pays nothing for the writer.
         let now = manager.dirty_pages_cooled();
         if !woken && now == cooled {
             continue;
         }
         cooled = now;
-        while manager.write_cooling_pages(PAGES_PER_ROUND) == PAGES_PER_ROUND {
+        while manager.write_cooling_pages(FRAMES_PER_STEP) == FRAMES_PER_STEP {
             if signal.state.lock().stop {
                 return;
             }
