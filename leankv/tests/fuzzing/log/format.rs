@@ -262,7 +262,13 @@ impl<'a> Cursor<'a> {
             let byte = *self.frame[..self.end].get(self.at + index)?;
             value |= u64::from(byte & 0x7f).checked_shl(7 * index as u32)?;
             if byte & 0x80 == 0 {
-                self.int(index + 1, what, decoded)?;
+                let width = index + 1;
+                // A 9- or 10-byte varint is wider than an integer field can be edited as.
+                if width <= 8 {
+                    self.int(width, what, decoded)?;
+                } else {
+                    self.take(width)?;
+                }
                 return Some(value);
             }
         }
