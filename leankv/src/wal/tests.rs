@@ -133,37 +133,65 @@ fn writes_wait_while_the_writer_falls_behind() {
     log.shut_down().unwrap();
 }
 
-/// A storage that refuses what direct I/O refuses: a buffer, offset or length not aligned.
-#[derive(Default)]
-struct DirectOnly(MemoryStorage);
+/// A memory storage whose writes pass `check` first (and which reports `mode`).
+struct CheckedWrites {
+    inner: MemoryStorage,
+    mode: IoMode,
+    check: fn(&[u8], u64) -> std::io::Result<()>,
+}
 
-impl Storage for DirectOnly {
+impl CheckedWrites {
+    /// Refuses what direct I/O refuses: a buffer, offset or length not aligned.
+    fn direct_only() -> CheckedWrites {
+        CheckedWrites {
+            inner: MemoryStorage::new(),
+            mode: IoMode::Direct,
+            check: |buf, offset| {
+                let aligned = |n: usize| n.is_multiple_of(IO_ALIGNMENT);
+                if aligned(buf.as_ptr() as usize) && aligned(buf.len()) && aligned(offset as usize)
+                {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::from_raw_os_error(libc::EINVAL))
+                }
+            },
+        }
+    }
+
+    /// Panics on every write, as a bug in the writer would.
+    fn panicking() -> CheckedWrites {
+        CheckedWrites {
+            inner: MemoryStorage::new(),
+            mode: IoMode::Buffered,
+            check: |_, _| panic!("a bug in the log writer"),
+        }
+    }
+}
+
+impl Storage for CheckedWrites {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.0.read_at(buf, offset)
+        self.inner.read_at(buf, offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        let aligned = |n: usize| n.is_multiple_of(IO_ALIGNMENT);
-        if !(aligned(buf.as_ptr() as usize) && aligned(buf.len()) && aligned(offset as usize)) {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        self.0.write_at(buf, offset)
+        (self.check)(buf, offset)?;
+        self.inner.write_at(buf, offset)
     }
 
     fn extend_to(&self, len: u64) -> std::io::Result<()> {
-        self.0.extend_to(len)
+        self.inner.extend_to(len)
     }
 
     fn sync(&self) -> std::io::Result<()> {
-        self.0.sync()
+        self.inner.sync()
     }
 
     fn len(&self) -> std::io::Result<u64> {
-        self.0.len()
+        self.inner.len()
     }
 
     fn mode(&self) -> IoMode {
-        IoMode::Direct
+        self.mode
     }
 }
 
@@ -181,8 +209,8 @@ fn commits_in(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Vec<u64> {
 
 fn direct_only_files() -> [Arc<dyn Storage>; 2] {
     [
-        Arc::new(DirectOnly::default()),
-        Arc::new(DirectOnly::default()),
+        Arc::new(CheckedWrites::direct_only()),
+        Arc::new(CheckedWrites::direct_only()),
     ]
 }
 
@@ -233,41 +261,11 @@ fn chunks_are_written_in_place_or_copied_and_each_write_carries_the_partial_sect
     log.shut_down().unwrap();
 }
 
-/// A storage whose writes panic, as a bug in the writer would.
-#[derive(Default)]
-struct PanicsOnWrite(MemoryStorage);
-
-impl Storage for PanicsOnWrite {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.0.read_at(buf, offset)
-    }
-
-    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
-        panic!("a bug in the log writer");
-    }
-
-    fn extend_to(&self, len: u64) -> std::io::Result<()> {
-        self.0.extend_to(len)
-    }
-
-    fn sync(&self) -> std::io::Result<()> {
-        self.0.sync()
-    }
-
-    fn len(&self) -> std::io::Result<u64> {
-        self.0.len()
-    }
-
-    fn mode(&self) -> IoMode {
-        IoMode::Buffered
-    }
-}
-
 #[test]
 fn a_panic_in_the_writer_fails_the_log_instead_of_leaving_commits_waiting() {
     let files: [Arc<dyn Storage>; 2] = [
-        Arc::new(PanicsOnWrite::default()),
-        Arc::new(PanicsOnWrite::default()),
+        Arc::new(CheckedWrites::panicking()),
+        Arc::new(CheckedWrites::panicking()),
     ];
     let log = new_log(files, 1 << 40);
     let (_, end) = log.append(|writer, _| writer.commit(1));
