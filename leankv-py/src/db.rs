@@ -347,6 +347,7 @@ fn stats_dict<'py>(py: Python<'py>, stats: &leankv::Stats) -> PyResult<Bound<'py
     recovery.set_item("log_bytes", r.log_bytes)?;
     recovery.set_item("records", r.records)?;
     recovery.set_item("pages", r.pages)?;
+    recovery.set_item("pages_written_early", r.pages_written_early)?;
     recovery.set_item("batches_rolled_back", r.batches_rolled_back)?;
     recovery.set_item("range_removals_finished", r.range_removals_finished)?;
     recovery.set_item("seconds", r.duration.as_secs_f64())?;

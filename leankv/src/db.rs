@@ -126,6 +126,9 @@ pub struct RecoveryStats {
     pub records: u64,
     /// Pages rebuilt from the log and written.
     pub pages: u64,
+    /// Writes of rebuilt pages before the end of the replay, which keep its memory within
+    /// the pool's size (a page changed again is read back).
+    pub pages_written_early: u64,
     /// Batches without a commit record, rolled back.
     pub batches_rolled_back: u64,
     /// Range removals without a commit record, finished.

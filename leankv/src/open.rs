@@ -25,7 +25,7 @@ use crate::key_count::KeyCounts;
 use crate::options::Options;
 use crate::recovery::{self, Restore, Undo};
 use crate::shared::DbShared;
-use crate::wal::{read_log, Log, LogConfig, LogEnd, LogPosition, RangeRemoval, Tail, MAX_LSN};
+use crate::wal::{Log, LogConfig, LogEnd, LogPosition, RangeRemoval, Tail, MAX_LSN};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -125,11 +125,17 @@ pub(crate) fn open<P: Policy>(
                 offset: checkpoint.offset,
                 lsn: checkpoint.lsn,
             };
-            let read = read_log(&logs, start)?;
-            let redone = recovery::redo(storage.as_ref(), page_size, &read.records)?;
+            let (redone, read) = recovery::recover(
+                storage.as_ref(),
+                &logs,
+                start,
+                page_size,
+                config.frames as usize * page_size,
+            )?;
             recovery_stats.log_bytes = read.end.lsn - start.lsn;
-            recovery_stats.records = read.records.len() as u64;
+            recovery_stats.records = read.records;
             recovery_stats.pages = redone.pages as u64;
+            recovery_stats.pages_written_early = redone.pages_spilled;
             recovery_stats.batches_rolled_back = redone.batches_rolled_back as u64;
             recovery_stats.range_removals_finished = redone.range_removals.len() as u64;
             recovery_stats.duration = started.elapsed();

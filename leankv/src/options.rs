@@ -165,8 +165,9 @@ impl Options {
     /// every dirty page, and a page's first change after it logs the whole page, so with an
     /// interval much shorter than the pool, updates spread over many pages log mostly page images
     /// (YCSB A over 10 M records with a 3.8 GiB pool ran at about half the speed it reached with
-    /// an interval of the pool size). Longer intervals cost recovery time and memory: recovery
-    /// holds the log it replays in memory, several times its size. At least 1 MiB.
+    /// an interval of the pool size). Longer intervals cost recovery time: recovery reads the log
+    /// since the last checkpoint twice and replays it (its memory stays within the pool size).
+    /// At least 1 MiB.
     pub fn checkpoint_every(mut self, log_bytes: u64) -> Self {
         self.checkpoint_bytes = Some(log_bytes);
         self

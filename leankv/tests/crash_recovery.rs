@@ -185,6 +185,7 @@ fn matching_prefix(db: &Db, commits: &[Commit], must_survive: usize) -> Option<u
 fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
     let scenarios = scenarios(120);
     let (mut crashes, mut torn, mut rolled_back, mut recovered_pages) = (0u64, 0u64, 0u64, 0u64);
+    let mut pages_written_early = 0u64;
     let mut removals_finished = 0;
     for seed in 0..scenarios {
         let dir = tempfile::tempdir().unwrap();
@@ -219,6 +220,7 @@ fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
         rolled_back += stats.batches_rolled_back;
         removals_finished += stats.range_removals_finished;
         recovered_pages += stats.pages;
+        pages_written_early += stats.pages_written_early;
         let prefix = matching_prefix(&db, &commits, must_survive);
         assert!(
             prefix.is_some(),
@@ -233,7 +235,7 @@ fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
         check_key_count(&open(dir.path(), files).unwrap(), seed);
     }
     eprintln!(
-        "{scenarios} scenarios, {crashes} crashes, {torn} torn writes, {rolled_back} batches rolled back, {removals_finished} range removals finished, {recovered_pages} pages rebuilt from the log"
+        "{scenarios} scenarios, {crashes} crashes, {torn} torn writes, {rolled_back} batches rolled back, {removals_finished} range removals finished, {recovered_pages} pages rebuilt from the log ({pages_written_early} written early to stay within the pool)"
     );
 }
 

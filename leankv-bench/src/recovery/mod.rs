@@ -320,6 +320,8 @@ pub struct Recovery {
     pub log_bytes: u64,
     pub records: u64,
     pub pages: u64,
+    /// Pages recovery wrote before the end of its replay to stay within the pool.
+    pub pages_written_early: u64,
     pub batches_rolled_back: u64,
     pub duration_s: f64,
 }
@@ -355,6 +357,7 @@ fn recover(args: &ChildArgs, check: bool) -> Result<Recovered> {
             log_bytes: stats.log_bytes,
             records: stats.records,
             pages: stats.pages,
+            pages_written_early: stats.pages_written_early,
             batches_rolled_back: stats.batches_rolled_back,
             duration_s: stats.duration.as_secs_f64(),
         },

@@ -28,7 +28,9 @@ pub(crate) mod record;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use reader::{read_log, LogEnd};
+#[cfg(test)]
+pub(crate) use reader::records_from;
+pub(crate) use reader::{read_log, reread_log, LogEnd, LogScan};
 pub(crate) use record::{
     Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, RangeRemoval,
     RangeStep, Record, Split,

@@ -1,13 +1,13 @@
 //! Reading the log back at recovery, from the last completed checkpoint to the end of what
 //! survived.
 //!
-//! The log is read frame by frame from the checkpoint's position. A frame belongs to the log
-//! if its checksum holds, its LSN is the position it was expected at, and its generation is
-//! not below the previous frame's (a process that crashed left frames behind the point where
-//! the next one continued; they carry an older generation). Where the frames stop, the log may
-//! go on at the start of the other file, with the next checkpoint's record. The first frame
-//! that fails is the end: a torn or unsynced tail is cut there, and so recovery restores a
-//! prefix of the log.
+//! The log is read frame by frame from the checkpoint's position, through a window of a few
+//! MiB (recovery's memory does not grow with the log). A frame belongs to the log if its
+//! checksum holds, its LSN is the position it was expected at, and its generation is not below
+//! the previous frame's (a process that crashed left frames behind the point where the next one
+//! continued; they carry an older generation). Where the frames stop, the log may go on at the
+//! start of the other file, with the next checkpoint's record. The first frame that fails is
+//! the end: a torn or unsynced tail is cut there, and so recovery restores a prefix of the log.
 //!
 //! A torn or unsynced tail is expected after a crash; damage to records that had been synced is
 //! not. Every write of the log carries a sync mark saying how far the log was durable before
@@ -15,7 +15,10 @@
 //! durable beyond the point where reading stopped, synced records were lost, and recovery fails
 //! with an error saying which LSNs, instead of silently dropping them.
 //!
-//! Invariant: no record is returned that did not pass every check above.
+//! Recovery reads the log twice: once to find its end and check it ([`read_log`]), then to
+//! replay it ([`reread_log`]), so that nothing is written before the log is known to be whole.
+//!
+//! Invariant: no record is handed on that did not pass every check above.
 
 use super::decode::FrameHeader;
 use super::record::{Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
@@ -23,6 +26,9 @@ use super::{LogPosition, Tail, MAX_LSN};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
 use std::sync::Arc;
+
+/// Bytes of a log file read at a time (more for a frame that is larger).
+const WINDOW: usize = 8 << 20;
 
 /// Where the log read at recovery ended: the next record goes there.
 #[derive(Debug, Clone)]
@@ -34,33 +40,184 @@ pub(crate) struct LogEnd {
     pub(crate) tail: Tail,
 }
 
-/// The records from a checkpoint on, in log order, each with its end LSN.
-pub(crate) struct ReadLog {
-    pub(crate) records: Vec<(u64, Record)>,
+/// What reading the log found.
+#[derive(Debug, Clone)]
+pub(crate) struct LogScan {
     pub(crate) end: LogEnd,
     /// The generation of the last record read.
     pub(crate) generation: u32,
+    /// Records read.
+    pub(crate) records: u64,
 }
 
-/// Reads the log from the checkpoint at `start`, whose record must be there.
-pub(crate) fn read_log(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Result<ReadLog> {
+/// Reads the log from the checkpoint at `start`, whose record must be there, to the end of
+/// what survived, handing each record to `visit` with its end LSN; then checks that no synced
+/// record was lost.
+pub(crate) fn read_log(
+    files: &[Arc<dyn Storage>; 2],
+    start: LogPosition,
+    visit: impl FnMut(u64, Record) -> Result<()>,
+) -> Result<LogScan> {
+    let scan = walk(files, start, None, WINDOW, visit)?;
+    for file in files {
+        if let Some(durable) = furthest_mark(file.as_ref(), scan.generation, WINDOW)? {
+            if durable > scan.end.lsn {
+                return Err(Error::corruption(
+                    0,
+                    format!(
+                        "the write-ahead log is damaged at LSN {}, but records up to LSN \
+                         {durable} had been synced: the changes logged between them are lost",
+                        scan.end.lsn
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// Reads the log from `start` again, up to `end`, which [`read_log`] found.
+pub(crate) fn reread_log(
+    files: &[Arc<dyn Storage>; 2],
+    start: LogPosition,
+    end: &LogEnd,
+    visit: impl FnMut(u64, Record) -> Result<()>,
+) -> Result<()> {
+    walk(files, start, Some(end.lsn), WINDOW, visit).map(|_| ())
+}
+
+/// A log file read through a window of its bytes. Past its last whole sector (up to the
+/// next multiple of [`IO_ALIGNMENT`]) it reads as zeros, as a partial sector is never read.
+struct FileWindow<'a> {
+    file: &'a dyn Storage,
+    /// The file's length rounded up to whole sectors: nothing lies beyond.
+    size: u64,
+    /// The file's length rounded down to whole sectors: what can be read.
+    readable: u64,
+    /// The file offset of `bytes[0]`, and how many of `bytes` hold the file's.
+    start: u64,
+    len: usize,
+    bytes: AlignedBuf,
+    window: usize,
+}
+
+impl<'a> FileWindow<'a> {
+    fn open(file: &'a dyn Storage, window: usize) -> Result<Self> {
+        debug_assert!(window.is_multiple_of(IO_ALIGNMENT) && window > 0);
+        let len = file
+            .len()
+            .map_err(|e| Error::io("reading the log's size", e))?;
+        Ok(FileWindow {
+            file,
+            size: len.next_multiple_of(IO_ALIGNMENT as u64),
+            readable: len - len % IO_ALIGNMENT as u64,
+            start: 0,
+            len: 0,
+            bytes: AlignedBuf::new(0),
+            window,
+        })
+    }
+
+    /// The `len` bytes at `offset`, or `None` if they reach beyond the file.
+    fn get(&mut self, offset: u64, len: usize) -> Result<Option<&[u8]>> {
+        let Some(end) = offset
+            .checked_add(len as u64)
+            .filter(|&end| end <= self.size)
+        else {
+            return Ok(None);
+        };
+        if offset < self.start || end > self.start + self.len as u64 {
+            self.fill(offset, len)?;
+        }
+        let at = (offset - self.start) as usize;
+        Ok(Some(&self.bytes[at..at + len]))
+    }
+
+    /// Reads a window that holds `offset..offset + len` (which lies within `size`).
+    fn fill(&mut self, offset: u64, len: usize) -> Result<()> {
+        let start = offset - offset % IO_ALIGNMENT as u64;
+        let wanted = ((offset - start) as usize + len)
+            .max(self.window)
+            .next_multiple_of(IO_ALIGNMENT);
+        let window = wanted.min((self.size - start) as usize);
+        if self.bytes.len() < window {
+            self.bytes = AlignedBuf::new(window);
+        }
+        let readable = self.readable.saturating_sub(start).min(window as u64) as usize;
+        if readable > 0 {
+            self.file
+                .read_at(&mut self.bytes[..readable], start)
+                .map_err(|e| Error::io("reading the log", e))?;
+        }
+        self.bytes[readable..window].fill(0);
+        self.start = start;
+        self.len = window;
+        Ok(())
+    }
+}
+
+/// A frame that passed every check.
+struct Frame {
+    record: Record,
+    len: u64,
+    generation: u32,
+}
+
+/// The frame at `offset` if it is the log's next one: expected at `lsn`, of generation
+/// `generation` or later, whole and intact.
+fn next_frame(
+    window: &mut FileWindow,
+    offset: u64,
+    lsn: u64,
+    generation: u32,
+) -> Result<Option<Frame>> {
+    let Some(header_bytes) = window.get(offset, FRAME_HEADER)? else {
+        return Ok(None);
+    };
+    let header_bytes: [u8; FRAME_HEADER] = header_bytes.try_into().expect("header length");
+    let header = FrameHeader::decode(&header_bytes);
+    if header.lsn != lsn || header.generation < generation || header.payload_len > MAX_PAYLOAD {
+        return Ok(None);
+    }
+    let len = header.frame_len() as u64;
+    if lsn.checked_add(len).is_none_or(|next| next > MAX_LSN) {
+        return Ok(None);
+    }
+    let Some(payload) = window.get(offset + FRAME_HEADER as u64, header.payload_len)? else {
+        return Ok(None);
+    };
+    Ok(header
+        .decode_record(&header_bytes, payload)
+        .ok()
+        .map(|record| Frame {
+            record,
+            len,
+            generation: header.generation,
+        }))
+}
+
+/// Hands the log's records from the checkpoint at `start` to `visit`, up to the end of what
+/// survived or, if `stop` is given, up to that LSN (which must be where a frame ends).
+fn walk(
+    files: &[Arc<dyn Storage>; 2],
+    start: LogPosition,
+    stop: Option<u64>,
+    window_len: usize,
+    mut visit: impl FnMut(u64, Record) -> Result<()>,
+) -> Result<LogScan> {
     if start.lsn > MAX_LSN {
         return Err(Error::corruption(
             0,
             "superblock: checkpoint LSN out of range",
         ));
     }
-    let first = read_file(files[start.file].as_ref())?;
-    let mut records = Vec::new();
-    let (mut lsn, mut generation) = (start.lsn, 0);
-    let offset = read_frames(
-        &first,
-        start.offset,
-        &mut lsn,
-        &mut generation,
-        &mut records,
-    );
-    if !matches!(records.first(), Some((_, Record::Checkpoint { .. }))) {
+    let (mut file, mut offset, mut lsn, mut generation) = (start.file, start.offset, start.lsn, 0);
+    let mut window = FileWindow::open(files[file].as_ref(), window_len)?;
+    let mut frame = next_frame(&mut window, offset, lsn, generation)?;
+    if !frame
+        .as_ref()
+        .is_some_and(|frame| matches!(frame.record, Record::Checkpoint { .. }))
+    {
         return Err(Error::corruption(
             0,
             format!(
@@ -70,133 +227,109 @@ pub(crate) fn read_log(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Res
             ),
         ));
     }
-    let mut end = LogEnd {
-        file: start.file,
-        offset,
-        lsn,
-        tail: tail_of(&first, start.file, offset),
-    };
-    // The next checkpoint may have gone on at the start of the other file.
-    let other = 1 - start.file;
-    let second = read_file(files[other].as_ref())?;
-    let mut more = Vec::new();
-    let (mut more_lsn, mut more_generation) = (lsn, generation);
-    let more_end = read_frames(&second, 0, &mut more_lsn, &mut more_generation, &mut more);
-    if matches!(more.first(), Some((_, Record::Checkpoint { .. }))) {
-        records.extend(more);
-        generation = more_generation;
-        end = LogEnd {
-            file: other,
-            offset: more_end,
-            lsn: more_lsn,
-            tail: tail_of(&second, other, more_end),
-        };
-    }
-    for bytes in [&first, &second] {
-        if let Some(durable) = furthest_mark(bytes, generation) {
-            if durable > end.lsn {
-                return Err(Error::corruption(
-                    0,
-                    format!(
-                        "the write-ahead log is damaged at LSN {}, but records up to LSN \
-                         {durable} had been synced: the changes logged between them are lost",
-                        end.lsn
-                    ),
-                ));
+    let mut records = 0;
+    let mut switched = false;
+    loop {
+        while let Some(Frame {
+            record,
+            len,
+            generation: of,
+        }) = frame.take()
+        {
+            generation = of;
+            lsn += len;
+            offset += len;
+            records += 1;
+            visit(lsn, record)?;
+            if stop.is_some_and(|stop| lsn >= stop) {
+                break;
             }
+            frame = next_frame(&mut window, offset, lsn, generation)?;
         }
+        if switched || stop.is_some_and(|stop| lsn >= stop) {
+            break;
+        }
+        // The next checkpoint may have gone on at the start of the other file.
+        let mut other = FileWindow::open(files[1 - file].as_ref(), window_len)?;
+        frame = next_frame(&mut other, 0, lsn, generation)?;
+        if !frame
+            .as_ref()
+            .is_some_and(|frame| matches!(frame.record, Record::Checkpoint { .. }))
+        {
+            break;
+        }
+        (window, file, offset, switched) = (other, 1 - file, 0, true);
     }
-    Ok(ReadLog {
-        records,
-        end,
+    if stop.is_some_and(|stop| lsn != stop) {
+        return Err(Error::corruption(
+            0,
+            format!("the write-ahead log read differently the second time (LSN {lsn})"),
+        ));
+    }
+    let partial = (offset % IO_ALIGNMENT as u64) as usize;
+    let sector = offset - partial as u64;
+    let bytes = window.get(sector, partial)?.unwrap_or_default().to_vec();
+    Ok(LogScan {
+        end: LogEnd {
+            file,
+            offset,
+            lsn,
+            tail: Tail {
+                file,
+                offset: sector,
+                bytes,
+            },
+        },
         generation,
+        records,
     })
 }
 
-/// The largest `durable` of the intact sync marks of generation `generation` or later in
-/// `bytes` (frames start at multiples of 8).
-fn furthest_mark(bytes: &[u8], generation: u32) -> Option<u64> {
+/// The largest `durable` of the intact sync marks of generation `generation` or later in the
+/// file (frames start at multiples of 8).
+fn furthest_mark(file: &dyn Storage, generation: u32, window_len: usize) -> Result<Option<u64>> {
+    const MARK: usize = FRAME_HEADER + 8;
+    let mut window = FileWindow::open(file, window_len)?;
     let mut furthest = None;
-    for at in (0..bytes.len().saturating_sub(FRAME_HEADER)).step_by(FRAME_ALIGN) {
-        let header_bytes: &[u8; FRAME_HEADER] = bytes[at..at + FRAME_HEADER]
-            .try_into()
-            .expect("header length");
-        let header = FrameHeader::decode(header_bytes);
-        if !header.is_sync_mark() || header.payload_len != 8 || header.generation < generation {
-            continue;
+    let mut from = 0;
+    while from < window.size {
+        let len = (window_len + MARK).min((window.size - from) as usize);
+        let bytes = window.get(from, len)?.expect("within the file");
+        for at in (0..window_len.min(len.saturating_sub(FRAME_HEADER))).step_by(FRAME_ALIGN) {
+            let header_bytes: &[u8; FRAME_HEADER] = bytes[at..at + FRAME_HEADER]
+                .try_into()
+                .expect("header length");
+            if !FrameHeader::is_sync_mark_header(header_bytes) {
+                continue;
+            }
+            let header = FrameHeader::decode(header_bytes);
+            if !header.is_sync_mark() || header.payload_len != 8 || header.generation < generation {
+                continue;
+            }
+            let Some(payload) = bytes.get(at + FRAME_HEADER..at + MARK) else {
+                continue;
+            };
+            if let Ok(Record::SyncMark { durable }) = header.decode_record(header_bytes, payload) {
+                furthest = furthest.max(Some(durable));
+            }
         }
-        let Some(payload) = bytes.get(at + FRAME_HEADER..at + FRAME_HEADER + 8) else {
-            continue;
-        };
-        if let Ok(Record::SyncMark { durable }) = header.decode_record(header_bytes, payload) {
-            furthest = furthest.max(Some(durable));
-        }
+        from += window_len as u64;
     }
-    furthest
+    Ok(furthest)
 }
 
-/// The whole file, rounded up to whole sectors.
-fn read_file(file: &dyn Storage) -> Result<AlignedBuf> {
-    let len = file
-        .len()
-        .map_err(|e| Error::io("reading the log's size", e))?;
-    let aligned = (len as usize).next_multiple_of(IO_ALIGNMENT);
-    let mut bytes = AlignedBuf::new(aligned);
-    let readable = len as usize - len as usize % IO_ALIGNMENT;
-    if readable > 0 {
-        file.read_at(&mut bytes[..readable], 0)
-            .map_err(|e| Error::io("reading the log", e))?;
-    }
-    Ok(bytes)
-}
-
-/// Reads frames from `offset` while they pass; returns the offset after the last good one.
-fn read_frames(
-    bytes: &[u8],
-    mut offset: u64,
-    lsn: &mut u64,
-    generation: &mut u32,
-    records: &mut Vec<(u64, Record)>,
-) -> u64 {
-    loop {
-        let Some(at) = usize::try_from(offset).ok().filter(|&at| at <= bytes.len()) else {
-            return offset;
-        };
-        let Some(header_bytes) = bytes.get(at..at + FRAME_HEADER) else {
-            return offset;
-        };
-        let header_bytes: &[u8; FRAME_HEADER] = header_bytes.try_into().expect("header length");
-        let header = FrameHeader::decode(header_bytes);
-        if header.lsn != *lsn || header.generation < *generation || header.payload_len > MAX_PAYLOAD
-        {
-            return offset;
-        }
-        let Some(payload) = bytes.get(at + FRAME_HEADER..at + FRAME_HEADER + header.payload_len)
-        else {
-            return offset;
-        };
-        let Ok(record) = header.decode_record(header_bytes, payload) else {
-            return offset;
-        };
-        let len = header.frame_len() as u64;
-        let Some(next) = lsn.checked_add(len).filter(|&next| next <= MAX_LSN) else {
-            return offset;
-        };
-        *generation = header.generation;
-        *lsn = next;
-        offset += len;
-        records.push((*lsn, record));
-    }
-}
-
-fn tail_of(bytes: &[u8], file: usize, end: u64) -> Tail {
-    let partial = (end % IO_ALIGNMENT as u64) as usize;
-    let sector = end - partial as u64;
-    Tail {
-        file,
-        offset: sector,
-        bytes: bytes[sector as usize..end as usize].to_vec(),
-    }
+/// Every record from the checkpoint at `start`, read as recovery reads them.
+#[cfg(test)]
+pub(crate) fn records_from(
+    files: &[Arc<dyn Storage>; 2],
+    start: LogPosition,
+) -> Result<(Vec<(u64, Record)>, LogScan)> {
+    let mut records = Vec::new();
+    let scan = read_log(files, start, |lsn, record| {
+        records.push((lsn, record));
+        Ok(())
+    })?;
+    Ok((records, scan))
 }
 
 #[cfg(test)]
@@ -220,23 +353,33 @@ mod tests {
         (files, start)
     }
 
-    fn commits(read: &ReadLog) -> usize {
-        read.records
+    fn commits(records: &[(u64, Record)]) -> usize {
+        records
             .iter()
             .filter(|(_, record)| matches!(record, Record::Commit { .. }))
             .count()
     }
 
+    /// The whole file, rounded up to whole sectors.
+    fn file_bytes(file: &dyn Storage) -> AlignedBuf {
+        let mut window = FileWindow::open(file, IO_ALIGNMENT).unwrap();
+        let size = window.size as usize;
+        let mut bytes = AlignedBuf::new(size);
+        bytes.copy_from_slice(window.get(0, size).unwrap().unwrap());
+        bytes
+    }
+
     #[test]
     fn a_torn_tail_is_cut_but_a_damaged_synced_record_is_an_error() {
         let (files, start) = written_log(20);
-        assert_eq!(commits(&read_log(&files, start).unwrap()), 20);
-        let bytes = read_file(files[0].as_ref()).unwrap();
-        let end = read_log(&files, start).unwrap().end.offset as usize;
+        let (records, scan) = records_from(&files, start).unwrap();
+        assert_eq!(commits(&records), 20);
+        let bytes = file_bytes(files[0].as_ref());
+        let end = scan.end.offset as usize;
         // The last write torn off (its sectors old): a shorter prefix, no error.
         let torn: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
         torn.write_at(&bytes[..end - end % 512], 0).unwrap();
-        let cut = read_log(&[torn, files[1].clone()], start).unwrap();
+        let (cut, _) = records_from(&[torn, files[1].clone()], start).unwrap();
         assert!(commits(&cut) < 20);
         // A byte of an early, synced commit flipped: recovery must not silently stop there.
         let mut damaged = AlignedBuf::new(bytes.len());
@@ -244,7 +387,36 @@ mod tests {
         damaged[start.offset as usize + 200] ^= 1;
         let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
         storage.write_at(&damaged, 0).unwrap();
-        let error = read_log(&[storage, files[1].clone()], start).err().unwrap();
+        let error = records_from(&[storage, files[1].clone()], start)
+            .err()
+            .unwrap();
         assert!(error.to_string().contains("had been synced"), "{error}");
+    }
+
+    #[test]
+    fn records_read_through_a_small_window_are_those_read_through_a_large_one() {
+        // About 4 KiB of log: frames cross many 512-byte windows.
+        let (files, start) = written_log(60);
+        let (records, scan) = records_from(&files, start).unwrap();
+        let mut small = Vec::new();
+        let small_scan = walk(&files, start, None, IO_ALIGNMENT, |lsn, record| {
+            small.push((lsn, record));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(small, records);
+        assert_eq!(small_scan.end.lsn, scan.end.lsn);
+        assert_eq!(small_scan.end.tail.bytes, scan.end.tail.bytes);
+        let durable = |window| furthest_mark(files[0].as_ref(), 0, window).unwrap();
+        assert_eq!(durable(IO_ALIGNMENT), durable(WINDOW));
+        assert!(durable(IO_ALIGNMENT).is_some());
+        // Read again up to the end found: the same records.
+        let mut again = Vec::new();
+        reread_log(&files, start, &scan.end, |lsn, record| {
+            again.push((lsn, record));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(again, records);
     }
 }

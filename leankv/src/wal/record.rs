@@ -46,6 +46,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of a frame header.
 pub(crate) const FRAME_HEADER: usize = 24;
+/// Where a frame header holds its record's kind.
+pub(crate) const KIND_OFFSET: usize = 20;
 /// Frames start at multiples of this.
 pub(crate) const FRAME_ALIGN: usize = 8;
 /// Largest page an image may claim.
@@ -408,7 +410,7 @@ impl FrameWriter<'_> {
         let payload_checksum = crc32c::crc32c(&self.out[start + FRAME_HEADER..]);
         let header = &mut self.out[start..start + FRAME_HEADER];
         header[4..8].copy_from_slice(&(payload as u32).to_le_bytes());
-        header[20] = kind;
+        header[KIND_OFFSET] = kind;
         if self.placed {
             stamp(header, lsn, self.generation, payload_checksum);
         }

@@ -197,8 +197,8 @@ impl Storage for CheckedWrites {
 
 /// The batch numbers of the commit records in the log from `start`.
 fn commits_in(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Vec<u64> {
-    let read = read_log(files, start).unwrap();
-    read.records
+    let (records, _) = records_from(files, start).unwrap();
+    records
         .iter()
         .filter_map(|(_, record)| match record {
             Record::Commit { batch } => Some(*batch),

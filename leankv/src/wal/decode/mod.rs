@@ -23,8 +23,13 @@ impl FrameHeader {
             payload_len: u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes")) as usize,
             lsn: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
             generation: u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")),
-            kind: bytes[20],
+            kind: bytes[KIND_OFFSET],
         }
+    }
+
+    /// Whether undecoded header bytes are a sync mark's (checked before decoding them).
+    pub(crate) fn is_sync_mark_header(bytes: &[u8; FRAME_HEADER]) -> bool {
+        bytes[KIND_OFFSET] == KIND_SYNC_MARK
     }
 
     pub(crate) fn is_sync_mark(&self) -> bool {
