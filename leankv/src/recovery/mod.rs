@@ -23,7 +23,10 @@
 //! step removed is not undone: the removal came after it.
 //!
 //! **Two passes, bounded memory.** The first pass reads the log to its end, checks it (see
-//! `wal::reader`) and notes which batches committed; nothing is written before it succeeds.
+//! `wal::reader`) and notes which batches committed; nothing is written before its framing,
+//! checksums and sync marks are checked. (A record that passes them but cannot be applied is
+//! found by the second pass, maybe after pages were written early: harmless, as every such page
+//! is rebuilt from the log again, and every later open fails the same way.)
 //! The second replays it ([`redo`]) and gathers the changes to undo ([`undo`]), holding the
 //! rebuilt pages in memory up to the pool's size and writing the rest to their places early
 //! ([`pages`]). Neither pass keeps the log in memory.

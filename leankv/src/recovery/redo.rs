@@ -225,6 +225,11 @@ impl<'a> Redo<'a> {
             // A large value's pages are in use from its record on.
             for page_id in blob.page_ids() {
                 check_page_id(page_id, page_size)?;
+                #[cfg(debug_assertions)]
+                debug_assert!(
+                    !self.pages.is_stale(page_id),
+                    "large value on page {page_id}, which recovery wrote early and a record freed"
+                );
                 self.free.remove(&page_id);
                 self.blob_pages.insert(page_id);
                 self.page_count = self.page_count.max(page_id + 1);

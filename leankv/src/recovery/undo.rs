@@ -23,7 +23,7 @@ struct Candidate {
     before: Before,
 }
 
-/// A range step recorded after the first candidate, with its removal's end.
+/// A range step on a tree with a change to undo before it, with its removal's end.
 struct Step {
     index: usize,
     step: RangeStep,
@@ -72,11 +72,12 @@ impl<'a> UndoScan<'a> {
             Record::RangeRemoval(removal) => {
                 self.ends.insert(removal.removal, removal.end.clone());
             }
+            // Only a step on a tree with changes to undo can decide one.
             Record::Structure {
                 step: Some(step),
                 freed,
                 ..
-            } if !self.candidates.is_empty() => {
+            } if self.last_committed.contains_key(&step.tree) => {
                 if let Some(end) = self.ends.get(&step.removal) {
                     self.steps.push(Step {
                         index,

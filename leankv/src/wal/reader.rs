@@ -16,7 +16,8 @@
 //! with an error saying which LSNs, instead of silently dropping them.
 //!
 //! Recovery reads the log twice: once to find its end and check it ([`read_log`]), then to
-//! replay it ([`reread_log`]), so that nothing is written before the log is known to be whole.
+//! replay it ([`reread_log`]), so that nothing is written before the log's framing, checksums
+//! and sync marks are checked.
 //!
 //! Invariant: no record is handed on that did not pass every check above.
 
@@ -211,6 +212,12 @@ fn walk(
             "superblock: checkpoint LSN out of range",
         ));
     }
+    if !start.offset.is_multiple_of(FRAME_ALIGN as u64) {
+        return Err(Error::corruption(
+            0,
+            "superblock: checkpoint offset not at a frame boundary",
+        ));
+    }
     let (mut file, mut offset, mut lsn, mut generation) = (start.file, start.offset, start.lsn, 0);
     let mut window = FileWindow::open(files[file].as_ref(), window_len)?;
     let mut frame = next_frame(&mut window, offset, lsn, generation)?;
@@ -236,17 +243,20 @@ fn walk(
             generation: of,
         }) = frame.take()
         {
+            if stop.is_some_and(|stop| lsn + len > stop) {
+                return Err(reread_differently(lsn));
+            }
             generation = of;
             lsn += len;
             offset += len;
             records += 1;
             visit(lsn, record)?;
-            if stop.is_some_and(|stop| lsn >= stop) {
+            if stop == Some(lsn) {
                 break;
             }
             frame = next_frame(&mut window, offset, lsn, generation)?;
         }
-        if switched || stop.is_some_and(|stop| lsn >= stop) {
+        if switched || stop == Some(lsn) {
             break;
         }
         // The next checkpoint may have gone on at the start of the other file.
@@ -261,10 +271,7 @@ fn walk(
         (window, file, offset, switched) = (other, 1 - file, 0, true);
     }
     if stop.is_some_and(|stop| lsn != stop) {
-        return Err(Error::corruption(
-            0,
-            format!("the write-ahead log read differently the second time (LSN {lsn})"),
-        ));
+        return Err(reread_differently(lsn));
     }
     let partial = (offset % IO_ALIGNMENT as u64) as usize;
     let sector = offset - partial as u64;
@@ -283,6 +290,13 @@ fn walk(
         generation,
         records,
     })
+}
+
+fn reread_differently(lsn: u64) -> Error {
+    Error::corruption(
+        0,
+        format!("the write-ahead log read differently the second time (at LSN {lsn})"),
+    )
 }
 
 /// The largest `durable` of the intact sync marks of generation `generation` or later in the
@@ -391,6 +405,17 @@ mod tests {
             .err()
             .unwrap();
         assert!(error.to_string().contains("had been synced"), "{error}");
+    }
+
+    #[test]
+    fn a_checkpoint_position_off_a_frame_boundary_is_an_error() {
+        let (files, start) = written_log(1);
+        let skewed = LogPosition {
+            offset: start.offset + 4,
+            ..start
+        };
+        let error = records_from(&files, skewed).err().unwrap();
+        assert!(error.to_string().contains("frame boundary"), "{error}");
     }
 
     #[test]
