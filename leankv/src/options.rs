@@ -25,6 +25,9 @@ pub const DEFAULT_SCAN_PREFETCH: usize = 32;
 /// Smallest pool, in frames, that can hold a root-to-leaf path for a few threads, the tree
 /// roots and a cooling stage.
 pub const MIN_POOL_FRAMES: usize = 24;
+/// The longest default checkpoint interval (the default is the pool size): beyond it, recovery
+/// time and the log's disk use (about twice the interval) would grow with the pool.
+const MAX_DEFAULT_CHECKPOINT: u64 = 8 << 30;
 
 /// How to open a database. Build with [`Options::default`] and the setters.
 ///
@@ -158,7 +161,7 @@ impl Options {
         self
     }
 
-    /// Log bytes between checkpoints (default: the pool size, between 64 MiB and 1 GiB). A
+    /// Log bytes between checkpoints (default: the pool size, between 64 MiB and 8 GiB). A
     /// checkpoint writes the pages changed since the last one, in the background; recovery replays
     /// at most about this much log, and the log files take about twice this much disk (writers wait
     /// when checkpoints fall far behind). Shorter intervals cost throughput: each checkpoint writes
@@ -176,7 +179,7 @@ impl Options {
     /// The checkpoint interval in log bytes (see [`Self::checkpoint_every`]).
     pub(crate) fn checkpoint_bytes(&self) -> u64 {
         self.checkpoint_bytes
-            .unwrap_or_else(|| (self.pool_size as u64).clamp(64 << 20, 1 << 30))
+            .unwrap_or_else(|| (self.pool_size as u64).clamp(64 << 20, MAX_DEFAULT_CHECKPOINT))
     }
 
     /// Frames the pool will have with the configured page size.
@@ -281,6 +284,21 @@ fn available_memory() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_checkpoint_interval_is_the_pool_size_within_bounds() {
+        let interval = |pool: u64| {
+            let pool = usize::try_from(pool).expect("64-bit");
+            Options::default().pool_size(pool).checkpoint_bytes()
+        };
+        assert_eq!(interval(16 << 20), 64 << 20);
+        assert_eq!(interval(3 << 30), 3 << 30);
+        assert_eq!(interval(64 << 30), MAX_DEFAULT_CHECKPOINT);
+        let chosen = Options::default()
+            .pool_size(3 << 30)
+            .checkpoint_every(5 << 20);
+        assert_eq!(chosen.checkpoint_bytes(), 5 << 20);
+    }
 
     #[test]
     fn options_that_cannot_work_are_refused() {
