@@ -103,7 +103,7 @@ pub(crate) fn recover(
 ) -> Result<(Redone, LogScan)> {
     let mut outcomes = BatchOutcomes::default();
     let scan = read_log(logs, start, |_, record| {
-        outcomes.note(&record);
+        outcomes.note(record);
         Ok(())
     })?;
     // Pages rebuilt from what was read reach the page file before the log is written
@@ -129,12 +129,12 @@ fn replay(
     page_size: usize,
     memory: usize,
     incomplete: &HashSet<u64>,
-    records: impl FnOnce(&mut dyn FnMut(u64, Record) -> Result<()>) -> Result<()>,
+    records: impl FnOnce(&mut dyn FnMut(u64, &Record) -> Result<()>) -> Result<()>,
 ) -> Result<Redone> {
     let mut redo = Redo::new(storage, page_size, memory);
     let mut undo = UndoScan::new(incomplete, page_size);
     records(&mut |end_lsn, record| {
-        undo.note(&record);
+        undo.note(record);
         redo.apply(end_lsn, record)
     })?;
     let (undo, orphaned) = undo.finish()?;

@@ -63,7 +63,7 @@ impl<'a> Redo<'a> {
     }
 
     /// Replays the log's next record, which ends at `end_lsn`.
-    pub(super) fn apply(&mut self, end_lsn: u64, record: Record) -> Result<()> {
+    pub(super) fn apply(&mut self, end_lsn: u64, record: &Record) -> Result<()> {
         let page_size = self.page_size;
         match record {
             Record::Checkpoint {
@@ -71,15 +71,17 @@ impl<'a> Redo<'a> {
                 free,
                 key_counts,
             } => {
-                self.key_counts = key_counts.map(|counts| counts.into_iter().collect());
+                let page_count = *page_count;
+                self.key_counts = key_counts
+                    .as_ref()
+                    .map(|counts| counts.iter().copied().collect());
                 self.page_count = page_count;
                 self.checkpoint_page_count = page_count;
                 if free.iter().any(|&id| id == 0 || id >= page_count) {
                     return Err(log_damage(0, "a checkpoint's free list is malformed"));
                 }
-                let listed = free.len();
-                self.free = free.into_iter().collect();
-                if self.free.len() != listed {
+                self.free = free.iter().copied().collect();
+                if self.free.len() != free.len() {
                     return Err(log_damage(0, "a checkpoint's free list is malformed"));
                 }
             }
@@ -89,29 +91,29 @@ impl<'a> Redo<'a> {
                 new_tree,
                 step,
             } => {
-                if let Some(step) = &step {
-                    self.redo_range_step(step, &freed)?;
+                if let Some(step) = step {
+                    self.redo_range_step(step, freed)?;
                 }
-                if new_tree {
+                if *new_tree {
                     self.dropping.remove(&images[0].0);
                 }
                 // A freed page is no tree's root: a dropped tree keeps no count, a removal
                 // begun on it before the drop is forgotten with it, and it is no longer a tree
                 // to free if its catalog entry is missing (its id may be in use again by then).
                 self.new_trees.retain(|root| !freed.contains(root));
-                for page_id in &freed {
+                for page_id in freed {
                     if let Some(counts) = &mut self.key_counts {
                         counts.remove(page_id);
                     }
                     self.removals.retain(|_, removal| removal.tree != *page_id);
                 }
-                if new_tree {
+                if *new_tree {
                     self.new_trees.push(images[0].0);
                     if let Some(counts) = &mut self.key_counts {
                         counts.insert(images[0].0, 0);
                     }
                 }
-                for &page_id in &freed {
+                for &page_id in freed {
                     check_page_id(page_id, page_size)?;
                     // A page allocated and freed within one checkpoint interval may already
                     // be free in the checkpoint's snapshot: freeing is idempotent here.
@@ -120,15 +122,15 @@ impl<'a> Redo<'a> {
                     self.blob_pages.remove(&page_id);
                     self.page_count = self.page_count.max(page_id + 1);
                 }
-                for (page_id, bytes) in &images {
+                for (page_id, bytes) in images {
                     self.install_image(*page_id, bytes, end_lsn)?;
                 }
             }
             Record::Put { .. } | Record::Remove { .. } | Record::Patch { .. } => {
-                self.redo_leaf_change(end_lsn, &record)?;
+                self.redo_leaf_change(end_lsn, record)?;
             }
             Record::Split(split) => {
-                self.redo_logged_split(&split, end_lsn)?;
+                self.redo_logged_split(split, end_lsn)?;
                 self.free.remove(&split.left);
                 self.page_count = self.page_count.max(split.left + 1);
             }
@@ -139,14 +141,17 @@ impl<'a> Redo<'a> {
                 } else if self.dropping.contains(&removal.tree) {
                     return Ok(());
                 }
-                let (id, tree) = (removal.removal, removal.tree);
-                if self.removals.insert(id, removal).is_some() {
-                    return Err(log_damage(tree, "a range removal begun twice"));
+                if self
+                    .removals
+                    .insert(removal.removal, removal.clone())
+                    .is_some()
+                {
+                    return Err(log_damage(removal.tree, "a range removal begun twice"));
                 }
             }
             Record::Commit { batch } => {
-                self.removals.remove(&batch);
-                let changes = self.batch_blobs.remove(&batch).unwrap_or_default();
+                self.removals.remove(batch);
+                let changes = self.batch_blobs.remove(batch).unwrap_or_default();
                 for blob in changes.unreferenced() {
                     self.free_blob(&blob);
                 }

@@ -20,8 +20,7 @@ fn redo_in(
         |visit| {
             records
                 .iter()
-                .cloned()
-                .try_for_each(|(lsn, record)| visit(lsn, record))
+                .try_for_each(|(lsn, record)| visit(*lsn, record))
         },
     )
 }

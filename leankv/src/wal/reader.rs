@@ -26,10 +26,15 @@ use super::record::{Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
 use super::{LogPosition, Tail, MAX_LSN};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Bytes of a log file read at a time (more for a frame that is larger).
 const WINDOW: usize = 8 << 20;
+/// Records a reading thread hands to the visitor at a time, and how many such chunks it reads
+/// ahead: decoding overlaps what the visitor does with the records.
+const CHUNK_RECORDS: usize = 1024;
+const CHUNKS_AHEAD: usize = 4;
 
 /// Where the log read at recovery ended: the next record goes there.
 #[derive(Debug, Clone)]
@@ -57,22 +62,35 @@ pub(crate) struct LogScan {
 pub(crate) fn read_log(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
-    visit: impl FnMut(u64, Record) -> Result<()>,
+    visit: impl FnMut(u64, &Record) -> Result<()>,
 ) -> Result<LogScan> {
-    let scan = walk(files, start, None, WINDOW, visit)?;
-    for file in files {
-        if let Some(durable) = furthest_mark(file.as_ref(), scan.generation, WINDOW)? {
-            if durable > scan.end.lsn {
-                return Err(Error::corruption(
-                    0,
-                    format!(
-                        "the write-ahead log is damaged at LSN {}, but records up to LSN \
-                         {durable} had been synced: the changes logged between them are lost",
-                        scan.end.lsn
-                    ),
-                ));
-            }
-        }
+    let (scan, marks) = std::thread::scope(|scope| {
+        // The marks are scanned beside the walk, which is busy decoding.
+        let marks = scope.spawn(|| {
+            files
+                .iter()
+                .map(|file| sync_marks(file.as_ref(), WINDOW))
+                .collect::<Result<Vec<_>>>()
+        });
+        let scan = walk_ahead(files, start, None, visit);
+        (scan, joined(marks))
+    });
+    let scan = scan?;
+    let durable = marks?
+        .into_iter()
+        .flat_map(|marks| marks.into_iter())
+        .filter(|&(generation, _)| generation >= scan.generation)
+        .map(|(_, durable)| durable)
+        .max();
+    if let Some(durable) = durable.filter(|&durable| durable > scan.end.lsn) {
+        return Err(Error::corruption(
+            0,
+            format!(
+                "the write-ahead log is damaged at LSN {}, but records up to LSN {durable} had \
+                 been synced: the changes logged between them are lost",
+                scan.end.lsn
+            ),
+        ));
     }
     Ok(scan)
 }
@@ -82,9 +100,67 @@ pub(crate) fn reread_log(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
     end: &LogEnd,
-    visit: impl FnMut(u64, Record) -> Result<()>,
+    visit: impl FnMut(u64, &Record) -> Result<()>,
 ) -> Result<()> {
-    walk(files, start, Some(end.lsn), WINDOW, visit).map(|_| ())
+    walk_ahead(files, start, Some(end.lsn), visit).map(|_| ())
+}
+
+/// [`walk`] in a thread of its own, which reads and decodes ahead of `visit`. The records go
+/// back to that thread to be dropped: freeing memory another thread allocated contends for the
+/// allocator's locks.
+fn walk_ahead(
+    files: &[Arc<dyn Storage>; 2],
+    start: LogPosition,
+    stop: Option<u64>,
+    mut visit: impl FnMut(u64, &Record) -> Result<()>,
+) -> Result<LogScan> {
+    type Chunk = Vec<(u64, Record)>;
+    std::thread::scope(|scope| {
+        let (read, to_visit) = std::sync::mpsc::sync_channel::<Chunk>(CHUNKS_AHEAD);
+        let (visited, to_drop) = std::sync::mpsc::channel::<Chunk>();
+        let reader = scope.spawn(move || {
+            let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
+            let scan = walk(files, start, stop, WINDOW, |lsn, record| {
+                chunk.push((lsn, record));
+                if chunk.len() == CHUNK_RECORDS {
+                    let next = match to_drop.try_recv() {
+                        Ok(mut done) => {
+                            done.clear();
+                            done
+                        }
+                        Err(_) => Vec::with_capacity(CHUNK_RECORDS),
+                    };
+                    // The visitor failed and hung up: stop (its error is the one returned).
+                    read.send(std::mem::replace(&mut chunk, next))
+                        .map_err(|_| Error::Closed)?;
+                }
+                Ok(())
+            })?;
+            _ = read.send(chunk);
+            Ok(scan)
+        });
+        let mut outcome = Ok(());
+        for chunk in &to_visit {
+            outcome = chunk
+                .iter()
+                .try_for_each(|(lsn, record)| visit(*lsn, record));
+            _ = visited.send(chunk);
+            if outcome.is_err() {
+                break;
+            }
+        }
+        drop(to_visit);
+        let scan = joined(reader);
+        outcome?;
+        scan
+    })
+}
+
+/// What a scoped thread returned; its panic goes on in this thread.
+fn joined<T>(thread: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// A log file read through a window of its bytes. Past its last whole sector (up to the
@@ -299,12 +375,12 @@ fn reread_differently(lsn: u64) -> Error {
     )
 }
 
-/// The largest `durable` of the intact sync marks of generation `generation` or later in the
-/// file (frames start at multiples of 8).
-fn furthest_mark(file: &dyn Storage, generation: u32, window_len: usize) -> Result<Option<u64>> {
+/// The largest `durable` of the intact sync marks in the file, by generation (frames start at
+/// multiples of 8).
+fn sync_marks(file: &dyn Storage, window_len: usize) -> Result<BTreeMap<u32, u64>> {
     const MARK: usize = FRAME_HEADER + 8;
     let mut window = FileWindow::open(file, window_len)?;
-    let mut furthest = None;
+    let mut furthest = BTreeMap::new();
     let mut from = 0;
     while from < window.size {
         let len = (window_len + MARK).min((window.size - from) as usize);
@@ -317,14 +393,15 @@ fn furthest_mark(file: &dyn Storage, generation: u32, window_len: usize) -> Resu
                 continue;
             }
             let header = FrameHeader::decode(header_bytes);
-            if !header.is_sync_mark() || header.payload_len != 8 || header.generation < generation {
+            if header.payload_len != 8 {
                 continue;
             }
             let Some(payload) = bytes.get(at + FRAME_HEADER..at + MARK) else {
                 continue;
             };
             if let Ok(Record::SyncMark { durable }) = header.decode_record(header_bytes, payload) {
-                furthest = furthest.max(Some(durable));
+                let of_generation = furthest.entry(header.generation).or_insert(durable);
+                *of_generation = durable.max(*of_generation);
             }
         }
         from += window_len as u64;
@@ -340,7 +417,7 @@ pub(crate) fn records_from(
 ) -> Result<(Vec<(u64, Record)>, LogScan)> {
     let mut records = Vec::new();
     let scan = read_log(files, start, |lsn, record| {
-        records.push((lsn, record));
+        records.push((lsn, record.clone()));
         Ok(())
     })?;
     Ok((records, scan))
@@ -432,13 +509,13 @@ mod tests {
         assert_eq!(small, records);
         assert_eq!(small_scan.end.lsn, scan.end.lsn);
         assert_eq!(small_scan.end.tail.bytes, scan.end.tail.bytes);
-        let durable = |window| furthest_mark(files[0].as_ref(), 0, window).unwrap();
-        assert_eq!(durable(IO_ALIGNMENT), durable(WINDOW));
-        assert!(durable(IO_ALIGNMENT).is_some());
+        let marks = |window| sync_marks(files[0].as_ref(), window).unwrap();
+        assert_eq!(marks(IO_ALIGNMENT), marks(WINDOW));
+        assert!(!marks(IO_ALIGNMENT).is_empty());
         // Read again up to the end found: the same records.
         let mut again = Vec::new();
         reread_log(&files, start, &scan.end, |lsn, record| {
-            again.push((lsn, record));
+            again.push((lsn, record.clone()));
             Ok(())
         })
         .unwrap();

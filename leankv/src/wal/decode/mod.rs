@@ -32,10 +32,6 @@ impl FrameHeader {
         bytes[KIND_OFFSET] == KIND_SYNC_MARK
     }
 
-    pub(crate) fn is_sync_mark(&self) -> bool {
-        self.kind == KIND_SYNC_MARK
-    }
-
     /// Bytes the whole frame occupies, padding included.
     pub(crate) fn frame_len(&self) -> usize {
         (FRAME_HEADER + self.payload_len).next_multiple_of(FRAME_ALIGN)
