@@ -23,8 +23,8 @@
 //! step removed is not undone: the removal came after it.
 //!
 //! **Two passes, bounded memory.** The first pass reads the log to its end, checks it (see
-//! `wal::reader`) and notes which batches committed; nothing is written before its framing,
-//! checksums and sync marks are checked. (A record that passes them but cannot be applied is
+//! `wal::reader`) and notes which batches committed, from records' outlines; nothing is written
+//! before its framing, checksums and sync marks are checked. (A record that passes them but cannot be applied is
 //! found by the second pass, maybe after pages were written early: harmless, as every such page
 //! is rebuilt from the log again, and every later open fails the same way.)
 //! The second replays it ([`redo`]) and gathers the changes to undo ([`undo`]), holding the
@@ -44,7 +44,7 @@ use crate::blob::BlobRef;
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::wal::{
-    read_log, reread_log, Before, LogPosition, LogScan, RangeRemoval, RangeStep, Record,
+    read_log, reread_log, Before, LogPosition, LogScan, Outline, RangeRemoval, RangeStep, Record,
 };
 use redo::Redo;
 use std::collections::{HashMap, HashSet};
@@ -102,8 +102,8 @@ pub(crate) fn recover(
     memory: usize,
 ) -> Result<(Redone, LogScan)> {
     let mut outcomes = BatchOutcomes::default();
-    let scan = read_log(logs, start, |_, record| {
-        outcomes.note(record);
+    let scan = read_log(logs, start, |_, outline| {
+        outcomes.note(outline);
         Ok(())
     })?;
     // Pages rebuilt from what was read reach the page file before the log is written
@@ -149,13 +149,11 @@ struct BatchOutcomes {
 }
 
 impl BatchOutcomes {
-    fn note(&mut self, record: &Record) {
-        match leaf_change_of(record) {
-            Some((_, batch, ..)) if batch != 0 => _ = self.changed.insert(batch),
+    fn note(&mut self, outline: Outline) {
+        match outline {
+            Outline::Change { batch } if batch != 0 => _ = self.changed.insert(batch),
+            Outline::Commit { batch } => _ = self.committed.insert(batch),
             _ => {}
-        }
-        if let Record::Commit { batch } = record {
-            self.committed.insert(*batch);
         }
     }
 

@@ -11,7 +11,15 @@ fn redo_in(
     records: &[(u64, Record)],
 ) -> Result<Redone> {
     let mut outcomes = BatchOutcomes::default();
-    records.iter().for_each(|(_, record)| outcomes.note(record));
+    for (_, record) in records {
+        match record {
+            Record::Commit { batch } => outcomes.note(Outline::Commit { batch: *batch }),
+            _ => match leaf_change_of(record) {
+                Some((_, batch, ..)) => outcomes.note(Outline::Change { batch }),
+                None => outcomes.note(Outline::Other),
+            },
+        }
+    }
     replay(
         storage,
         page_size,

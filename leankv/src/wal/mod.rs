@@ -28,6 +28,7 @@ pub(crate) mod record;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use decode::Outline;
 #[cfg(test)]
 pub(crate) use reader::records_from;
 pub(crate) use reader::{read_log, reread_log, LogEnd, LogScan};

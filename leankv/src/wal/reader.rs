@@ -15,13 +15,16 @@
 //! durable beyond the point where reading stopped, synced records were lost, and recovery fails
 //! with an error saying which LSNs, instead of silently dropping them.
 //!
-//! Recovery reads the log twice: once to find its end and check it ([`read_log`]), then to
-//! replay it ([`reread_log`]), so that nothing is written before the log's framing, checksums
-//! and sync marks are checked.
+//! Recovery reads the log twice: once to find its end and check it ([`read_log`]), decoding of
+//! each record only its outline (its kind, and a change's batch), then to replay it
+//! ([`reread_log`]), decoding whole records in a thread that reads ahead. So nothing is written
+//! before the log's framing, checksums and sync marks are checked. A frame whose outline reads
+//! but whose record does not (its checksum holds: a bug or a forgery, not a torn write) is an
+//! error of the second pass, not the end of the log.
 //!
 //! Invariant: no record is handed on that did not pass every check above.
 
-use super::decode::FrameHeader;
+use super::decode::{FrameHeader, Outline};
 use super::record::{Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
 use super::{LogPosition, Tail, MAX_LSN};
 use crate::error::{Error, Result};
@@ -57,22 +60,22 @@ pub(crate) struct LogScan {
 }
 
 /// Reads the log from the checkpoint at `start`, whose record must be there, to the end of
-/// what survived, handing each record to `visit` with its end LSN; then checks that no synced
-/// record was lost.
+/// what survived, handing the outline of each record to `visit` with its end LSN; then checks
+/// that no synced record was lost.
 pub(crate) fn read_log(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
-    visit: impl FnMut(u64, &Record) -> Result<()>,
+    visit: impl FnMut(u64, Outline) -> Result<()>,
 ) -> Result<LogScan> {
     let (scan, marks) = std::thread::scope(|scope| {
-        // The marks are scanned beside the walk, which is busy decoding.
+        // The marks are scanned beside the walk.
         let marks = scope.spawn(|| {
             files
                 .iter()
                 .map(|file| sync_marks(file.as_ref(), WINDOW))
                 .collect::<Result<Vec<_>>>()
         });
-        let scan = walk_ahead(files, start, None, visit);
+        let scan = walk(files, start, None, WINDOW, visit);
         (scan, joined(marks))
     });
     let scan = scan?;
@@ -95,7 +98,8 @@ pub(crate) fn read_log(
     Ok(scan)
 }
 
-/// Reads the log from `start` again, up to `end`, which [`read_log`] found.
+/// Reads the log's records from `start` again, up to `end`, which [`read_log`] found. A record
+/// whose outline read but which does not decode whole is an error.
 pub(crate) fn reread_log(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
@@ -120,7 +124,7 @@ fn walk_ahead(
         let (visited, to_drop) = std::sync::mpsc::channel::<Chunk>();
         let reader = scope.spawn(move || {
             let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
-            let scan = walk(files, start, stop, WINDOW, |lsn, record| {
+            let scan = walk(files, start, stop, WINDOW, |lsn, record: Record| {
                 chunk.push((lsn, record));
                 if chunk.len() == CHUNK_RECORDS {
                     let next = match to_drop.try_recv() {
@@ -233,54 +237,97 @@ impl<'a> FileWindow<'a> {
     }
 }
 
-/// A frame that passed every check.
-struct Frame {
-    record: Record,
-    len: u64,
-    generation: u32,
+/// What a pass decodes of each frame: whole records, or their outlines (the first pass).
+trait FrameContent: Sized {
+    fn decode(header: &FrameHeader, payload: &[u8]) -> std::result::Result<Self, String>;
+    fn is_checkpoint(&self) -> bool;
 }
 
-/// The frame at `offset` if it is the log's next one: expected at `lsn`, of generation
+impl FrameContent for Record {
+    fn decode(header: &FrameHeader, payload: &[u8]) -> std::result::Result<Self, String> {
+        header.decode_payload(payload)
+    }
+
+    fn is_checkpoint(&self) -> bool {
+        matches!(self, Record::Checkpoint { .. })
+    }
+}
+
+impl FrameContent for Outline {
+    fn decode(header: &FrameHeader, payload: &[u8]) -> std::result::Result<Self, String> {
+        header.decode_outline(payload)
+    }
+
+    fn is_checkpoint(&self) -> bool {
+        *self == Outline::Checkpoint
+    }
+}
+
+/// What lies where the next frame would be.
+enum Next<T> {
+    /// A frame that passed every check.
+    Frame {
+        content: T,
+        len: u64,
+        generation: u32,
+    },
+    /// A frame at its place with its checksum holding, whose content does not decode.
+    Undecodable(String),
+    /// No frame of the log.
+    End,
+}
+
+impl<T: FrameContent> Next<T> {
+    fn is_checkpoint(&self) -> bool {
+        matches!(self, Next::Frame { content, .. } if content.is_checkpoint())
+    }
+}
+
+/// The frame at `offset`, if it is the log's next one: expected at `lsn`, of generation
 /// `generation` or later, whole and intact.
-fn next_frame(
+fn next_frame<T: FrameContent>(
     window: &mut FileWindow,
     offset: u64,
     lsn: u64,
     generation: u32,
-) -> Result<Option<Frame>> {
+) -> Result<Next<T>> {
     let Some(header_bytes) = window.get(offset, FRAME_HEADER)? else {
-        return Ok(None);
+        return Ok(Next::End);
     };
     let header_bytes: [u8; FRAME_HEADER] = header_bytes.try_into().expect("header length");
     let header = FrameHeader::decode(&header_bytes);
     if header.lsn != lsn || header.generation < generation || header.payload_len > MAX_PAYLOAD {
-        return Ok(None);
+        return Ok(Next::End);
     }
     let len = header.frame_len() as u64;
     if lsn.checked_add(len).is_none_or(|next| next > MAX_LSN) {
-        return Ok(None);
+        return Ok(Next::End);
     }
     let Some(payload) = window.get(offset + FRAME_HEADER as u64, header.payload_len)? else {
-        return Ok(None);
+        return Ok(Next::End);
     };
-    Ok(header
-        .decode_record(&header_bytes, payload)
-        .ok()
-        .map(|record| Frame {
-            record,
+    if !header.checksum_holds(&header_bytes, payload) {
+        return Ok(Next::End);
+    }
+    Ok(match T::decode(&header, payload) {
+        Ok(content) => Next::Frame {
+            content,
             len,
             generation: header.generation,
-        }))
+        },
+        Err(reason) => Next::Undecodable(reason),
+    })
 }
 
-/// Hands the log's records from the checkpoint at `start` to `visit`, up to the end of what
-/// survived or, if `stop` is given, up to that LSN (which must be where a frame ends).
-fn walk(
+/// Hands what `T` decodes of the log's frames from the checkpoint at `start` to `visit`, up to
+/// the end of what survived or, if `stop` is given, up to that LSN (which must be where a
+/// frame ends; a frame before it that does not decode is then an error).
+fn walk<T: FrameContent>(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
     stop: Option<u64>,
     window_len: usize,
-    mut visit: impl FnMut(u64, Record) -> Result<()>,
+    mut visit: impl FnMut(u64, T) -> Result<()>,
 ) -> Result<LogScan> {
     if start.lsn > MAX_LSN {
         return Err(Error::corruption(
@@ -296,11 +343,8 @@ fn walk(
     }
     let (mut file, mut offset, mut lsn, mut generation) = (start.file, start.offset, start.lsn, 0);
     let mut window = FileWindow::open(files[file].as_ref(), window_len)?;
-    let mut frame = next_frame(&mut window, offset, lsn, generation)?;
-    if !frame
-        .as_ref()
-        .is_some_and(|frame| matches!(frame.record, Record::Checkpoint { .. }))
-    {
+    let mut next = next_frame::<T>(&mut window, offset, lsn, generation)?;
+    if !next.is_checkpoint() {
         return Err(Error::corruption(
             0,
             format!(
@@ -313,12 +357,24 @@ fn walk(
     let mut records = 0;
     let mut switched = false;
     loop {
-        while let Some(Frame {
-            record,
-            len,
-            generation: of,
-        }) = frame.take()
-        {
+        loop {
+            let (content, len, of) = match next {
+                Next::Frame {
+                    content,
+                    len,
+                    generation,
+                } => (content, len, generation),
+                Next::Undecodable(reason) if stop.is_some() => {
+                    return Err(Error::corruption(
+                        0,
+                        format!(
+                            "the write-ahead log record at LSN {lsn} passes its checksum but \
+                             cannot be read: {reason}"
+                        ),
+                    ));
+                }
+                Next::Undecodable(_) | Next::End => break,
+            };
             if stop.is_some_and(|stop| lsn + len > stop) {
                 return Err(reread_differently(lsn));
             }
@@ -326,22 +382,19 @@ fn walk(
             lsn += len;
             offset += len;
             records += 1;
-            visit(lsn, record)?;
+            visit(lsn, content)?;
             if stop == Some(lsn) {
                 break;
             }
-            frame = next_frame(&mut window, offset, lsn, generation)?;
+            next = next_frame(&mut window, offset, lsn, generation)?;
         }
         if switched || stop == Some(lsn) {
             break;
         }
         // The next checkpoint may have gone on at the start of the other file.
         let mut other = FileWindow::open(files[1 - file].as_ref(), window_len)?;
-        frame = next_frame(&mut other, 0, lsn, generation)?;
-        if !frame
-            .as_ref()
-            .is_some_and(|frame| matches!(frame.record, Record::Checkpoint { .. }))
-        {
+        next = next_frame(&mut other, 0, lsn, generation)?;
+        if !next.is_checkpoint() {
             break;
         }
         (window, file, offset, switched) = (other, 1 - file, 0, true);
@@ -415,8 +468,9 @@ pub(crate) fn records_from(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
 ) -> Result<(Vec<(u64, Record)>, LogScan)> {
+    let scan = read_log(files, start, |_, _| Ok(()))?;
     let mut records = Vec::new();
-    let scan = read_log(files, start, |lsn, record| {
+    reread_log(files, start, &scan.end, |lsn, record| {
         records.push((lsn, record.clone()));
         Ok(())
     })?;
@@ -496,12 +550,44 @@ mod tests {
     }
 
     #[test]
+    fn a_record_that_passes_its_checksum_but_does_not_decode_is_an_error_not_an_end() {
+        use crate::wal::record::{frame_checksum, KIND_COMMIT, KIND_OFFSET};
+        let (files, start) = written_log(3);
+        let (_, scan) = records_from(&files, start).unwrap();
+        // A commit record with a byte too many after its batch, checksummed as the writer
+        // would: its outline (the batch) reads, the whole record does not.
+        let payload = [7, 0, 0, 0, 0, 0, 0, 0, 0xff];
+        let mut header = [0u8; FRAME_HEADER];
+        header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        header[8..16].copy_from_slice(&scan.end.lsn.to_le_bytes());
+        header[16..20].copy_from_slice(&scan.generation.to_le_bytes());
+        header[KIND_OFFSET] = KIND_COMMIT;
+        let checksum = frame_checksum(crc32c::crc32c(&payload), &header);
+        header[..4].copy_from_slice(&checksum.to_le_bytes());
+        let mut bytes = file_bytes(files[scan.end.file].as_ref());
+        let at = scan.end.offset as usize;
+        if bytes.len() < at + 512 {
+            let mut longer = AlignedBuf::new(at + 512);
+            longer[..bytes.len()].copy_from_slice(&bytes);
+            bytes = longer;
+        }
+        bytes[at..at + FRAME_HEADER].copy_from_slice(&header);
+        bytes[at + FRAME_HEADER..at + FRAME_HEADER + payload.len()].copy_from_slice(&payload);
+        let edited: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        edited.write_at(&bytes, 0).unwrap();
+        let mut files = files;
+        files[scan.end.file] = edited;
+        let error = records_from(&files, start).err().unwrap();
+        assert!(error.to_string().contains("passes its checksum"), "{error}");
+    }
+
+    #[test]
     fn records_read_through_a_small_window_are_those_read_through_a_large_one() {
         // About 4 KiB of log: frames cross many 512-byte windows.
         let (files, start) = written_log(60);
         let (records, scan) = records_from(&files, start).unwrap();
         let mut small = Vec::new();
-        let small_scan = walk(&files, start, None, IO_ALIGNMENT, |lsn, record| {
+        let small_scan = walk(&files, start, None, IO_ALIGNMENT, |lsn, record: Record| {
             small.push((lsn, record));
             Ok(())
         })

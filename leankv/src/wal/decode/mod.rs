@@ -6,6 +6,23 @@
 use super::record::*;
 use std::ops::Bound;
 
+/// What recovery's first pass reads of a frame: enough to find where the log ends and which
+/// batches committed, without decoding whole records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outline {
+    /// A checkpoint record (decoded whole: the log starts, or goes on, with one).
+    Checkpoint,
+    /// A leaf change of the batch (0: a single operation).
+    Change {
+        batch: u64,
+    },
+    /// The batch (or range removal) committed.
+    Commit {
+        batch: u64,
+    },
+    Other,
+}
+
 /// A frame's header, decoded (not yet checked against its payload).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FrameHeader {
@@ -43,9 +60,47 @@ impl FrameHeader {
         header: &[u8; FRAME_HEADER],
         payload: &[u8],
     ) -> Result<Record, String> {
-        if frame_checksum(crc32c::crc32c(payload), header) != self.checksum {
+        if !self.checksum_holds(header, payload) {
             return Err("log frame checksum mismatch".into());
         }
+        self.decode_payload(payload)
+    }
+
+    /// Whether the checksum over header and payload holds.
+    pub(crate) fn checksum_holds(&self, header: &[u8; FRAME_HEADER], payload: &[u8]) -> bool {
+        frame_checksum(crc32c::crc32c(payload), header) == self.checksum
+    }
+
+    /// Reads what recovery's first pass needs of a frame whose checksum holds (see
+    /// [`Outline`]). A record whose outline reads but whose rest does not is found when the
+    /// whole record is decoded.
+    pub(crate) fn decode_outline(&self, payload: &[u8]) -> Result<Outline, String> {
+        let mut reader = Reader { bytes: payload };
+        Ok(match self.kind {
+            KIND_CHECKPOINT => {
+                self.decode_payload(payload)?;
+                Outline::Checkpoint
+            }
+            KIND_PUT | KIND_REMOVE | KIND_PATCH => {
+                // `[flags][page id][tree][batch]...` (see `record`).
+                reader.u8()?;
+                reader.varint()?;
+                reader.varint()?;
+                Outline::Change {
+                    batch: reader.varint()?,
+                }
+            }
+            KIND_COMMIT => Outline::Commit {
+                batch: reader.u64()?,
+            },
+            KIND_STRUCTURE | KIND_NEW_TREE | KIND_RANGE_STEP | KIND_SPLIT | KIND_RANGE_REMOVAL
+            | KIND_SYNC_MARK => Outline::Other,
+            other => return Err(format!("unknown log record kind {other}")),
+        })
+    }
+
+    /// Decodes the payload of a frame whose checksum holds.
+    pub(crate) fn decode_payload(&self, payload: &[u8]) -> Result<Record, String> {
         let mut reader = Reader { bytes: payload };
         let record = match self.kind {
             KIND_CHECKPOINT => {
