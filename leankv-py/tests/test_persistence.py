@@ -158,8 +158,8 @@ def test_flush_stats_and_check(db):
     assert stats["io_mode"] in ("direct", "buffered")
     assert stats["log_bytes_written"] > 0
     assert set(stats["recovery"]) == {
-        "log_bytes", "records", "pages", "batches_rolled_back", "range_removals_finished",
-        "seconds",
+        "log_bytes", "records", "pages", "pages_written_early", "batches_rolled_back",
+        "range_removals_finished", "seconds",
     }
     report = db.check()
     assert report["ok"] is True
