@@ -54,9 +54,26 @@ pub fn open_or_create(dir: &Path, options: OpenOptions) -> CliResult<Db> {
     open(dir, options)
 }
 
+/// Opens the database in `dir`; if opening it recovered from a crash (it replayed more of the
+/// log than a clean close leaves), says so on stderr: that open may have taken a while, and the
+/// latest commits before the crash may be missing.
 fn open(dir: &Path, options: OpenOptions) -> CliResult<Db> {
-    Db::open(dir, options.options())
-        .map_err(|e| CliError::from(e).context(format!("opening {}", dir.display())))
+    let db = Db::open(dir, options.options())
+        .map_err(|e| CliError::from(e).context(format!("opening {}", dir.display())))?;
+    let recovery = db.stats().recovery;
+    if recovery.records > 1 {
+        eprintln!(
+            "leankv: {} was not closed cleanly: recovered in {:.1} s, replaying {:.1} MiB of \
+             log ({} records, {} pages rebuilt, {} unfinished batches rolled back)",
+            dir.display(),
+            recovery.duration.as_secs_f64(),
+            recovery.log_bytes as f64 / f64::from(1 << 20),
+            recovery.records,
+            recovery.pages,
+            recovery.batches_rolled_back,
+        );
+    }
+    Ok(db)
 }
 
 /// The tree `name` if the database has it (`Db::open_tree` would create it): status 1 if not.

@@ -269,3 +269,44 @@ fn a_database_open_elsewhere_gives_status_5() {
         .success()
         .stdout("v");
 }
+
+#[test]
+fn a_database_a_crash_left_is_recovered_and_the_tool_says_so() {
+    let s = scratch();
+    let crashed = s.root.path().join("crashed");
+    let options = leankv::Options::default()
+        .pool_size(64 << 20)
+        .durability(leankv::Durability::Immediate);
+    let db = leankv::Db::open(&s.db, options).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    for i in 0..100 {
+        tree.insert(format!("k{i:03}"), format!("v{i:03}")).unwrap();
+    }
+    // The files as a kill would leave them: every commit in the synced log, the pages as the
+    // open's checkpoint wrote them (the page file copied first: it is never ahead of the log).
+    std::fs::create_dir(&crashed).unwrap();
+    for name in ["leankv.pages", "leankv.wal-0", "leankv.wal-1"] {
+        std::fs::copy(s.db.join(name), crashed.join(name)).unwrap();
+    }
+    db.close().unwrap();
+    on("get", &crashed)
+        .args(["t", "k042"])
+        .assert()
+        .success()
+        .stdout("v042")
+        .stderr(predicate::str::contains(
+            "was not closed cleanly: recovered in",
+        ));
+    // Closed cleanly by that command, and by the library: nothing to say.
+    on("get", &crashed)
+        .args(["t", "k099"])
+        .assert()
+        .success()
+        .stdout("v099")
+        .stderr("");
+    on("get", &s.db)
+        .args(["t", "k000"])
+        .assert()
+        .success()
+        .stderr("");
+}
