@@ -171,7 +171,7 @@ pub(crate) fn write<P: Policy>(
         }
         return Ok(());
     };
-    log.admit();
+    log.admit()?;
     if let [op] = &batch.ops[..] {
         // One change is atomic by itself: it is logged as a single operation, without a batch
         // id, before-image or commit record.
@@ -277,7 +277,7 @@ pub(crate) fn remove_range<P: Policy>(
         let removed = tree.remove_range(start, end.as_ref().map(Vec::as_slice), 0)?;
         return Ok((removed, 0));
     };
-    log.admit();
+    log.admit()?;
     let _gate = db.batch_gate.read();
     // A removal that starts on a dropped tree is never logged (one that loses the race with
     // `drop_tree` fails at its first step, and recovery forgets it with the tree).
@@ -314,7 +314,7 @@ pub(crate) fn drop_tree<P: Policy>(db: &Arc<DbShared<P>>, tree: &BTree<P>) -> Re
         db.key_counts.dropped(tree.root_page_id());
         return Ok(0);
     };
-    log.admit();
+    log.admit()?;
     let _gate = db.batch_gate.read();
     let removal = RangeRemoval {
         removal: log.next_batch(),

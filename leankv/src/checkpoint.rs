@@ -1,9 +1,15 @@
 //! The checkpoint thread: runs a checkpoint (`DbShared::checkpoint`) whenever the log has grown
 //! by the checkpoint interval since the last one began, so that recovery replays a bounded
 //! amount of log and the log files stay bounded, without stopping writers.
+//!
+//! Writers wait for it when the log runs four intervals ahead, so it must never leave them
+//! waiting for nothing: a failed checkpoint is recorded in the log (writers that would wait get
+//! its error; the next success clears it) and retried, and a panic (a bug) fails the log, so
+//! every later commit gets an error.
 
 use crate::buffer::policy::Policy;
 use crate::shared::DbShared;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -28,11 +34,24 @@ impl Checkpointer {
                 while !stopped.load(Ordering::Acquire) {
                     std::thread::sleep(POLL);
                     let Some(db) = db.upgrade() else { return };
-                    let wanted = db.bm.log().is_some_and(|log| log.wants_checkpoint());
-                    // A failed checkpoint is retried; its error reaches the user through the
-                    // next flush or close, which run one too.
-                    if wanted && db.checkpoint(true).is_err() {
-                        std::thread::sleep(POLL * 20);
+                    let Some(log) = db.bm.log().filter(|log| log.wants_checkpoint()) else {
+                        continue;
+                    };
+                    match catch_unwind(AssertUnwindSafe(|| db.checkpoint(true))) {
+                        Ok(Ok(())) => {}
+                        Ok(Err(error)) => {
+                            log.checkpoint_failed(error.to_string());
+                            std::thread::sleep(POLL * 20);
+                        }
+                        Err(panic) => {
+                            let what = panic
+                                .downcast_ref::<&str>()
+                                .map(|text| text.to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_default();
+                            log.fail(format!("the checkpoint thread panicked: {what}"));
+                            return;
+                        }
                     }
                 }
             })?;

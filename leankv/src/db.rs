@@ -488,7 +488,7 @@ pub(crate) fn open_named_tree<P: Policy>(
     if let Some(tree) = named_tree(shared, &mut trees, name)? {
         return Ok(tree);
     }
-    shared.admit();
+    shared.admit()?;
     let (tree, written) = {
         // No checkpoint begins between the new root and its catalog entry: recovery frees a
         // root whose entry a crash lost only if it replays the root's creation.

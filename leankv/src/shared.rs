@@ -130,10 +130,12 @@ impl<P: Policy> DbShared<P> {
         Ok(roots)
     }
 
-    /// Waits, before a write latches anything, while checkpoints lag far behind the log.
-    pub(crate) fn admit(&self) {
-        if let Some(log) = self.bm.log() {
-            log.admit();
+    /// Waits, before a write latches anything, while checkpoints lag far behind the log; fails
+    /// if the last checkpoint failed meanwhile.
+    pub(crate) fn admit(&self) -> Result<()> {
+        match self.bm.log() {
+            Some(log) => log.admit(),
+            None => Ok(()),
         }
     }
 

@@ -109,7 +109,7 @@ impl<P: Policy> Tree<P> {
         self.check_key(key)?;
         self.check_value(value)?;
         let db = &self.handle.db;
-        db.admit();
+        db.admit()?;
         let written = self.handle.tree.insert(key, value, 0)?;
         db.commit_durability(written.lsn, db.durability)
     }
@@ -248,7 +248,7 @@ impl<P: Policy> Tree<P> {
         let key = key.as_ref();
         let db = &self.handle.db;
         let updated = if self.may_exist(key) {
-            db.admit();
+            db.admit()?;
             let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
             let result = self.handle.tree.update(key, &mut buffer, modify);
             keep_lookup_buffer(buffer);
@@ -366,7 +366,7 @@ impl<P: Policy> Tree<P> {
         decide: impl FnMut(Option<&[u8]>) -> Decision<V>,
     ) -> Result<()> {
         let db = &self.handle.db;
-        db.admit();
+        db.admit()?;
         let written = self.handle.tree.write_if(key, decide)?;
         // A commit that changed nothing is durable once every commit before it is: what it
         // saw was committed.
@@ -378,7 +378,7 @@ impl<P: Policy> Tree<P> {
         let key = key.as_ref();
         let db = &self.handle.db;
         let removed = if self.may_exist(key) {
-            db.admit();
+            db.admit()?;
             self.handle.tree.remove(key, 0)?
         } else {
             None

@@ -18,6 +18,23 @@ pub(super) const WRITE_WAIT: Duration = Duration::from_millis(1);
 /// Pages `flush` writes with one write at most.
 const FLUSH_RUN_PAGES: usize = 32;
 
+/// The `writing` claims of the frames of a run, given up when dropped: also when a write
+/// panics (a bug), since a claim left behind would make every later write of the frame, the
+/// final flush at close included, wait forever.
+struct Claimed<'a, P: Policy> {
+    bm: &'a BufferManager<P>,
+    run: &'a [(u64, FrameId)],
+}
+
+impl<P: Policy> Drop for Claimed<'_, P> {
+    fn drop(&mut self) {
+        for &(_, frame) in self.run {
+            self.bm.frame(frame).finish_writing();
+        }
+        self.bm.writes_finished.notify();
+    }
+}
+
 impl<P: Policy> BufferManager<P> {
     /// Writes the page in `frame` if it is dirty. A consistent copy is taken under a shared
     /// latch (`wait` decides whether to wait for it); swizzled swips in the copy are replaced
@@ -26,9 +43,13 @@ impl<P: Policy> BufferManager<P> {
         if !self.claim_writing(frame, wait) {
             return Ok(false);
         }
+        let one = [(0, frame)];
+        let claimed = Claimed {
+            bm: self,
+            run: &one,
+        };
         let written = self.write_back_claimed(frame, wait);
-        self.frame(frame).finish_writing();
-        self.writes_finished.notify();
+        drop(claimed);
         self.free_written_deleted_pages();
         written
     }
@@ -58,11 +79,9 @@ impl<P: Policy> BufferManager<P> {
         for &(_, frame) in run {
             self.claim_writing(frame, true);
         }
+        let claimed = Claimed { bm: self, run };
         let written = self.write_run_claimed(run, images);
-        for &(_, frame) in run {
-            self.frame(frame).finish_writing();
-        }
-        self.writes_finished.notify();
+        drop(claimed);
         self.free_written_deleted_pages();
         written
     }

@@ -17,6 +17,8 @@ pub enum FaultKind {
     /// Only the first half of the buffer is transferred, yet the call reports success: a torn
     /// write (the old second half stays) or a short read (the second half reads as zeros).
     Short,
+    /// The call panics: a bug on the I/O path, for tests of what a panicking thread leaves.
+    Panic,
 }
 
 /// The planned faults of one direction (reads or writes).
@@ -101,6 +103,7 @@ fn error_for(kind: FaultKind) -> Error {
         FaultKind::Fail(kind) => Error::new(kind, "injected fault"),
         FaultKind::NoSpace => Error::from_raw_os_error(libc::ENOSPC),
         FaultKind::Short => unreachable!("short transfers do not fail"),
+        FaultKind::Panic => panic!("injected panic on the I/O path"),
     }
 }
 

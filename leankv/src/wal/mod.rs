@@ -147,6 +147,9 @@ struct State {
     requested: u64,
     eventual_deadline: Option<Instant>,
     failed: Option<String>,
+    /// Why the last checkpoint failed, until one succeeds: writes that would wait for a
+    /// checkpoint fail with it instead of waiting for one that may never come.
+    checkpoint_failure: Option<String>,
     shutdown: bool,
     /// Chunk buffers the writer has written, kept for reuse.
     spare: Vec<Vec<u8>>,
@@ -220,6 +223,7 @@ impl Log {
                 requested: 0,
                 eventual_deadline: None,
                 failed: None,
+                checkpoint_failure: None,
                 shutdown: false,
                 spare: Vec::new(),
                 scratch: Vec::new(),
@@ -417,8 +421,16 @@ impl Log {
     pub(crate) fn checkpoint_completed(&self, position: LogPosition) {
         let mut state = self.inner.state.lock();
         state.checkpoint = position;
+        state.checkpoint_failure = None;
         self.inner.update_throttle(&state);
         drop(state);
+        self.inner.progress.notify_all();
+    }
+
+    /// Records why a background checkpoint failed (see `State::checkpoint_failure`); it is
+    /// retried, and the next that succeeds clears it.
+    pub(crate) fn checkpoint_failed(&self, reason: String) {
+        self.inner.state.lock().checkpoint_failure = Some(reason);
         self.inner.progress.notify_all();
     }
 
@@ -432,16 +444,23 @@ impl Log {
     /// Waits (before a write latches anything) while the log is far beyond its checkpoint
     /// interval, so that checkpoints keep up and the log's disk use stays bounded, or while
     /// more log waits in memory than the writer has taken, so that its memory stays bounded.
-    pub(crate) fn admit(&self) {
+    pub(crate) fn admit(&self) -> Result<()> {
         if !self.inner.throttled.load(Ordering::Acquire) {
-            return;
+            return Ok(());
         }
         let mut state = self.inner.state.lock();
         while self.inner.must_wait(&state) && state.failed.is_none() && !state.shutdown {
+            if let Some(reason) = &state.checkpoint_failure {
+                return Err(Error::io(
+                    "waiting for a checkpoint (the log is four checkpoint intervals ahead)",
+                    std::io::Error::other(format!("the last checkpoint failed: {reason}")),
+                ));
+            }
             self.inner
                 .progress
                 .wait_for(&mut state, Duration::from_millis(10));
         }
+        Ok(())
     }
 
     pub(crate) fn counters(&self) -> LogCounters {

@@ -105,7 +105,7 @@ fn writes_wait_while_the_writer_falls_behind() {
     std::thread::scope(|scope| {
         let appender = scope.spawn(|| {
             for _ in 0..records {
-                log.admit();
+                log.admit().unwrap();
                 log.append(|writer, _| writer.checkpoint(1, &free, &[]));
                 appended.fetch_add(1, Ordering::AcqRel);
             }
