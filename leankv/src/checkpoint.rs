@@ -44,11 +44,7 @@ impl Checkpointer {
                             std::thread::sleep(POLL * 20);
                         }
                         Err(panic) => {
-                            let what = panic
-                                .downcast_ref::<&str>()
-                                .map(|text| text.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_default();
+                            let what = panic_message(panic.as_ref());
                             log.fail(format!("the checkpoint thread panicked: {what}"));
                             return;
                         }
@@ -60,6 +56,15 @@ impl Checkpointer {
             thread: Some(thread),
         })
     }
+}
+
+/// The message a panic carried, if it was text.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or_default()
 }
 
 impl Drop for Checkpointer {

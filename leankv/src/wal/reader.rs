@@ -551,7 +551,7 @@ mod tests {
 
     #[test]
     fn a_record_that_passes_its_checksum_but_does_not_decode_is_an_error_not_an_end() {
-        use crate::wal::record::{frame_checksum, KIND_COMMIT, KIND_OFFSET};
+        use crate::wal::record::{stamp, KIND_COMMIT, KIND_OFFSET};
         let (files, start) = written_log(3);
         let (_, scan) = records_from(&files, start).unwrap();
         // A commit record with a byte too many after its batch, checksummed as the writer
@@ -559,11 +559,9 @@ mod tests {
         let payload = [7, 0, 0, 0, 0, 0, 0, 0, 0xff];
         let mut header = [0u8; FRAME_HEADER];
         header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        header[8..16].copy_from_slice(&scan.end.lsn.to_le_bytes());
-        header[16..20].copy_from_slice(&scan.generation.to_le_bytes());
         header[KIND_OFFSET] = KIND_COMMIT;
-        let checksum = frame_checksum(crc32c::crc32c(&payload), &header);
-        header[..4].copy_from_slice(&checksum.to_le_bytes());
+        let payload_checksum = crc32c::crc32c(&payload);
+        stamp(&mut header, scan.end.lsn, scan.generation, payload_checksum);
         let mut bytes = file_bytes(files[scan.end.file].as_ref());
         let at = scan.end.offset as usize;
         if bytes.len() < at + 512 {
