@@ -29,6 +29,22 @@ pub type Table = usize;
 pub trait Engine: Send + Sync {
     /// Copies the value of `key` into `value`; false if absent.
     fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
+    /// Reads `key` the way a user of the engine would, through its natural public call, and
+    /// hands the value to `consume`; false if absent. Engines whose natural call returns an
+    /// owned value (leankv's `Tree::get`) pay its allocation here; the default is such a call.
+    fn natural_read(
+        &self,
+        table: Table,
+        key: &[u8],
+        consume: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
+        let mut value = Vec::new();
+        let found = self.get(table, key, &mut value)?;
+        if found {
+            consume(&value);
+        }
+        Ok(found)
+    }
     /// Inserts or overwrites.
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
     /// Inserts many pairs (the loader's path; engines with costly commits batch them).
@@ -220,6 +236,28 @@ impl DurabilityLevel {
             DurabilityLevel::None => Some(leankv::Durability::None),
             DurabilityLevel::Eventual => Some(leankv::Durability::Eventual),
             DurabilityLevel::Immediate => Some(leankv::Durability::Immediate),
+        }
+    }
+}
+
+/// Which call the YCSB reads go through: the `--reads` option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadPath {
+    /// Each engine's fastest read: the value copied into a buffer the worker reuses (leankv:
+    /// `Tree::get_with`; the peers lend a slice).
+    #[default]
+    Copy,
+    /// Each engine's natural public read, as users call it: leankv's `Tree::get` returns an
+    /// owned `Vec` (one allocation per read); LMDB, RocksDB and redb lend a slice.
+    Natural,
+}
+
+impl ReadPath {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadPath::Copy => "copy",
+            ReadPath::Natural => "natural",
         }
     }
 }

@@ -28,7 +28,7 @@ mod ycsb;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use engine::{DurabilityLevel, EngineKind, PoolSize};
+use engine::{DurabilityLevel, EngineKind, PoolSize, ReadPath};
 use std::path::PathBuf;
 use std::time::Duration;
 use suite::Suite;
@@ -212,6 +212,11 @@ struct YcsbArgs {
     /// Operation mix: a YCSB preset a-f, or e.g. read=0.9,update=0.1.
     #[arg(long, default_value = "c")]
     mix: Mix,
+    /// The call reads go through: `copy` (each engine's fastest: the value copied into a
+    /// reused buffer) or `natural` (the call users make: leankv's `Tree::get` returns an owned
+    /// value, LMDB, RocksDB and redb lend a slice).
+    #[arg(long, value_enum, default_value_t = ReadPath::Copy)]
+    reads: ReadPath,
     /// Seconds per measured run.
     #[arg(long, default_value_t = 10)]
     duration: u64,
@@ -369,6 +374,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         threads: args.run.threads,
         distributions: args.distribution,
         mix: args.mix,
+        reads: args.reads,
         duration: Duration::from_secs(args.duration),
         warmup: Duration::from_secs(args.warmup),
         pool: args.pool,
@@ -517,6 +523,7 @@ fn headline(
         threads: vec![1, 2],
         distributions: vec![Distribution::Uniform],
         mix: Mix::preset('c').expect("preset c exists"),
+        reads: ReadPath::Copy,
         duration: Duration::from_secs(duration),
         warmup: Duration::from_secs(duration),
         pool: PoolSize::OfData(2.0),

@@ -5,7 +5,7 @@
 use crate::cgroup::{open_capped, MemoryCap};
 use crate::engine::LOAD_DURABILITY;
 use crate::engine::{
-    counter, page_size_suffix, DurabilityLevel, Engine, EngineKind, PoolSize, Setup,
+    counter, page_size_suffix, DurabilityLevel, Engine, EngineKind, PoolSize, ReadPath, Setup,
 };
 use crate::engines;
 use crate::harness::{self, tempdir_in, Environment, Record};
@@ -31,6 +31,8 @@ pub struct Suite {
     pub threads: Vec<usize>,
     pub distributions: Vec<Distribution>,
     pub mix: Mix,
+    /// The call YCSB reads go through.
+    pub reads: ReadPath,
     #[serde(serialize_with = "harness::seconds")]
     pub duration: Duration,
     /// Unmeasured run before the measured ones when the data does not fit the pool.
@@ -71,6 +73,8 @@ pub struct YcsbRun {
     pub distribution: String,
     pub theta: f64,
     pub mix: String,
+    /// The call reads went through (`copy` or `natural`).
+    pub reads: ReadPath,
     pub duration_s: f64,
     pub ops: u64,
     pub ops_per_s: f64,
@@ -240,6 +244,7 @@ fn run_engine(
                 distribution,
                 mix: suite.mix.clone(),
                 duration: suite.duration,
+                reads: suite.reads,
             };
             let measured = ycsb::run(engine.as_ref(), &spec, &next_insert)?;
             let run = YcsbRun {
@@ -256,6 +261,7 @@ fn run_engine(
                 distribution: distribution.to_string(),
                 theta: distribution.theta(),
                 mix: suite.mix.name.clone(),
+                reads: suite.reads,
                 duration_s: measured.elapsed.as_secs_f64(),
                 ops: measured.ops,
                 ops_per_s: measured.ops_per_second(),
@@ -284,10 +290,11 @@ fn run_engine(
                 run,
             };
             println!(
-                "  {:<12} {}T {:<10} pool {:>6} MiB: {:>10.0} ops/s, p99 {:.1} µs, {:.0} reads/s",
+                "  {:<12} {}T {:<10} {:<7} pool {:>6} MiB: {:>10.0} ops/s, p99 {:.1} µs, {:.0} reads/s",
                 record.engine,
                 threads,
                 record.distribution,
+                record.reads.name(),
                 record.pool_bytes >> 20,
                 record.ops_per_s,
                 record.latency.p99_us,
@@ -325,6 +332,7 @@ fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -
             distribution: suite.distributions[0],
             mix: suite.mix.clone(),
             duration: suite.warmup,
+            reads: suite.reads,
         };
         ycsb::run(engine, &spec, &AtomicU64::new(u64::MAX / 2))?;
     }
@@ -466,6 +474,7 @@ mod tests {
             threads: vec![1, 2],
             distributions: vec![Distribution::Uniform],
             mix: Mix::preset('c').unwrap(),
+            reads: ReadPath::Copy,
             duration: Duration::from_millis(200),
             warmup: Duration::from_millis(100),
             pool: PoolSize::OfData(2.0),

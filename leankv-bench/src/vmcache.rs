@@ -15,7 +15,7 @@
 //! speed swings by a tenth within minutes) reaches both alike; ratios are taken within a
 //! round, and the summary gives their median and range.
 
-use crate::engine::{DurabilityLevel, EngineKind, PoolSize};
+use crate::engine::{DurabilityLevel, EngineKind, PoolSize, ReadPath};
 use crate::harness::{Record, Sitting};
 use crate::report::{self, Table};
 use crate::stats::{group_by, Spread};
@@ -359,6 +359,7 @@ fn run_leankv(
                 threads: vec![threads],
                 distributions: vec![Distribution::Uniform],
                 mix: Mix::preset('c').expect("YCSB C"),
+                reads: ReadPath::Copy,
                 duration: Duration::from_secs(args.duration),
                 warmup: Duration::from_secs(warmup),
                 pool,

@@ -1,7 +1,7 @@
 //! YCSB-style runs: load a key space, then run an operation mix for a duration on T threads,
 //! measuring throughput, latency percentiles (of every 8th operation) and page I/O.
 
-use crate::engine::{scan_count, Engine, IoCounters, Table};
+use crate::engine::{scan_count, Engine, IoCounters, ReadPath, Table};
 use crate::harness::{self, Clock};
 use crate::report::{new_histogram, Latency};
 use crate::workload::{fill_value, key, Distribution, Mix, Op, Sampler};
@@ -63,6 +63,8 @@ pub struct RunSpec {
     pub distribution: Distribution,
     pub mix: Mix,
     pub duration: Duration,
+    /// The call reads go through.
+    pub reads: ReadPath,
 }
 
 /// The outcome of a run.
@@ -133,6 +135,7 @@ fn worker(
     let mut value = vec![0u8; spec.value_size];
     let mut read_buffer = Vec::with_capacity(spec.value_size);
     let mut version = thread << 48;
+    let mut seen = 0;
     for n in 0.. {
         if n % CLOCK_INTERVAL == 0 && !clock.running() {
             break;
@@ -142,7 +145,7 @@ fn worker(
         match op {
             Op::Read => {
                 let index = sampler.next(&mut rng);
-                if !engine.get(TABLE, &key(index), &mut read_buffer)? {
+                if !read(engine, spec.reads, &key(index), &mut read_buffer, &mut seen)? {
                     bail!("record {index} is missing");
                 }
             }
@@ -164,7 +167,7 @@ fn worker(
             }
             Op::ReadModifyWrite => {
                 let index = sampler.next(&mut rng);
-                if !engine.get(TABLE, &key(index), &mut read_buffer)? {
+                if !read(engine, spec.reads, &key(index), &mut read_buffer, &mut seen)? {
                     bail!("record {index} is missing");
                 }
                 version += 1;
@@ -177,7 +180,33 @@ fn worker(
         }
         counts[op as usize] += 1;
     }
+    std::hint::black_box(seen);
     Ok((histogram, counts))
+}
+
+/// Reads record `key` through `path` and folds its value into `seen`, so that either path
+/// touches the value and no read can be optimized away.
+fn read(
+    engine: &dyn Engine,
+    path: ReadPath,
+    key: &[u8],
+    buffer: &mut Vec<u8>,
+    seen: &mut u64,
+) -> Result<bool> {
+    let mut fold = |value: &[u8]| {
+        let first = value.first().copied().unwrap_or(0);
+        *seen = seen.wrapping_add(value.len() as u64 + u64::from(first));
+    };
+    match path {
+        ReadPath::Copy => {
+            let found = engine.get(TABLE, key, buffer)?;
+            if found {
+                fold(buffer);
+            }
+            Ok(found)
+        }
+        ReadPath::Natural => engine.natural_read(TABLE, key, &mut fold),
+    }
 }
 
 #[cfg(test)]
@@ -216,6 +245,7 @@ mod tests {
                     distribution: Distribution::Zipf(0.99),
                     mix: Mix::preset(letter).unwrap(),
                     duration: Duration::from_millis(100),
+                    reads: ReadPath::Copy,
                 };
                 let measured = run(engine.as_ref(), &spec, &next_insert).unwrap();
                 assert!(measured.ops > 0, "{letter}");
@@ -233,6 +263,48 @@ mod tests {
     }
 
     #[test]
+    fn both_read_paths_see_the_loaded_values_and_nothing_else() {
+        let kinds = [
+            EngineKind::Leankv,
+            EngineKind::Inmem,
+            #[cfg(feature = "lmdb")]
+            EngineKind::Lmdb,
+            #[cfg(feature = "redb")]
+            EngineKind::Redb,
+        ];
+        for kind in kinds {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = open(kind, dir.path(), &setup()).unwrap();
+            load(engine.as_ref(), 1_000, 100).unwrap();
+            for index in [0, 517, 999] {
+                let mut expected = vec![0; 100];
+                fill_value(&mut expected, index, 0);
+                let (mut copied, mut seen) = (Vec::new(), 0);
+                assert!(read(
+                    engine.as_ref(),
+                    ReadPath::Copy,
+                    &key(index),
+                    &mut copied,
+                    &mut seen
+                )
+                .unwrap());
+                assert_eq!(copied, expected, "{kind:?}");
+                let mut lent = Vec::new();
+                let found = engine
+                    .natural_read(TABLE, &key(index), &mut |value| {
+                        lent.extend_from_slice(value)
+                    })
+                    .unwrap();
+                assert!(found && lent == expected, "{kind:?}");
+            }
+            let absent = engine
+                .natural_read(TABLE, &key(5_000), &mut |_| panic!("{kind:?} lent a value"))
+                .unwrap();
+            assert!(!absent, "{kind:?}");
+        }
+    }
+
+    #[test]
     fn a_missing_record_fails_the_run() {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(EngineKind::Leankv, dir.path(), &setup()).unwrap();
@@ -244,6 +316,7 @@ mod tests {
             distribution: Distribution::Uniform,
             mix: Mix::preset('c').unwrap(),
             duration: Duration::from_secs(5),
+            reads: ReadPath::Natural,
         };
         let error = run(engine.as_ref(), &spec, &AtomicU64::new(200)).unwrap_err();
         assert!(error.to_string().contains("missing"), "{error}");

@@ -140,6 +140,19 @@ impl<P: Policy> Engine for LeanEngine<P> {
             .is_some())
     }
 
+    fn natural_read(
+        &self,
+        table: Table,
+        key: &[u8],
+        consume: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
+        let value = self.trees[table].get(key)?;
+        if let Some(value) = &value {
+            consume(value);
+        }
+        Ok(value.is_some())
+    }
+
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.trees[table].insert(key, value)?)
     }

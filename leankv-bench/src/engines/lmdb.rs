@@ -86,6 +86,20 @@ impl Engine for Lmdb {
         })
     }
 
+    fn natural_read(
+        &self,
+        table: Table,
+        key: &[u8],
+        consume: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
+        let txn = self.env.read_txn()?;
+        let found = self.tables[table].get(&txn, key)?;
+        if let Some(value) = found {
+            consume(value);
+        }
+        Ok(found.is_some())
+    }
+
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         let mut txn = self.env.write_txn()?;
         self.tables[table].put(&mut txn, key, value)?;

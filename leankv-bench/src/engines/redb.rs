@@ -95,6 +95,21 @@ impl Engine for Redb {
         })
     }
 
+    fn natural_read(
+        &self,
+        table: Table,
+        key: &[u8],
+        consume: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(self.definition(table))?;
+        let found = table.get(key)?;
+        if let Some(value) = &found {
+            consume(value.value());
+        }
+        Ok(found.is_some())
+    }
+
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         let txn = self.write_txn()?;
         txn.open_table(self.definition(table))?.insert(key, value)?;

@@ -110,6 +110,19 @@ impl Engine for Rocks {
         })
     }
 
+    fn natural_read(
+        &self,
+        table: Table,
+        key: &[u8],
+        consume: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
+        let found = self.db.get_pinned_cf(self.family(table), key)?;
+        if let Some(value) = &found {
+            consume(value);
+        }
+        Ok(found.is_some())
+    }
+
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self
             .db
