@@ -245,6 +245,9 @@ impl Storage for SlowStorage {
     fn sync(&self) -> std::io::Result<()> {
         Ok(())
     }
+    fn clear(&self) -> std::io::Result<()> {
+        self.0.clear()
+    }
     fn len(&self) -> std::io::Result<u64> {
         self.0.len()
     }

@@ -150,6 +150,10 @@ impl Storage for FaultyStorage {
         self.inner.sync()
     }
 
+    fn clear(&self) -> Result<()> {
+        self.inner.clear()
+    }
+
     fn len(&self) -> Result<u64> {
         self.inner.len()
     }

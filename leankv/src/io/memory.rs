@@ -51,6 +51,11 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    fn clear(&self) -> Result<()> {
+        *self.bytes.write() = Vec::new();
+        Ok(())
+    }
+
     fn len(&self) -> Result<u64> {
         Ok(self.bytes.read().len() as u64)
     }

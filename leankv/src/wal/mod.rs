@@ -470,6 +470,21 @@ impl Log {
         }
     }
 
+    /// Empties both log files, releasing their space, once the log is shut down and a clean
+    /// superblock (which names no checkpoint, so that no open reads this log again) is durable.
+    pub(crate) fn clear_files(&self) -> Result<()> {
+        debug_assert!(self.writer.lock().is_none(), "the log is shut down");
+        for file in &self.inner.files {
+            file.clear().map_err(|e| {
+                Error::io(
+                    "emptying the log files (the database itself closed cleanly)",
+                    e,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// Writes and syncs everything appended, then stops the writer thread.
     pub(crate) fn shut_down(&self) -> Result<()> {
         let end = self.end();

@@ -53,6 +53,10 @@ impl Storage for Gated {
         self.inner.sync()
     }
 
+    fn clear(&self) -> std::io::Result<()> {
+        self.inner.clear()
+    }
+
     fn len(&self) -> std::io::Result<u64> {
         self.inner.len()
     }
@@ -184,6 +188,10 @@ impl Storage for CheckedWrites {
 
     fn sync(&self) -> std::io::Result<()> {
         self.inner.sync()
+    }
+
+    fn clear(&self) -> std::io::Result<()> {
+        self.inner.clear()
     }
 
     fn len(&self) -> std::io::Result<u64> {

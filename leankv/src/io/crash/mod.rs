@@ -12,8 +12,10 @@
 //! would. `sync` makes that file's completed operations durable (per file, like `fdatasync`);
 //! it does nothing for the other files of the domain.
 //!
-//! The *crash point* comes after a number of mutating operations (writes, extends and syncs
-//! across all files of the domain, [`CrashSimulator::crash_after`]) or explicitly
+//! `clear` empties a file durably at once (the engine clears only files it will not read again).
+//!
+//! The *crash point* comes after a number of mutating operations (writes, extends, syncs and
+//! clears across all files of the domain, [`CrashSimulator::crash_after`]) or explicitly
 //! ([`CrashSimulator::crash`]). The operation that reaches the crash point fails, and so does
 //! every later operation on any storage of the domain, reads and `len` included: the process is
 //! dead and the engine sees errors, never a silent success. A write or extend that reaches the
@@ -66,6 +68,8 @@ pub struct CrashStats {
     pub extends: u64,
     /// Syncs completed.
     pub syncs: u64,
+    /// `clear` calls completed.
+    pub clears: u64,
     /// Crashes (0 or 1 for one domain; a domain restarted from a recovery carries the count
     /// on).
     pub crashes: u64,
@@ -450,6 +454,19 @@ impl Storage for SimulatedStorage {
             op.apply(&mut file.durable, None);
         }
         debug_assert_eq!(file.durable, file.latest);
+        Ok(())
+    }
+
+    /// Modelled as durable at once (a real crash may also bring the old bytes back, which the
+    /// callers' contract makes harmless, see [`Storage::clear`]); pending writes are dropped.
+    fn clear(&self) -> Result<()> {
+        let mut domain = self.domain.lock();
+        domain.admit()?;
+        domain.stats.clears += 1;
+        let file = &mut domain.files[self.file];
+        file.unsynced.clear();
+        file.durable.clear();
+        file.latest.clear();
         Ok(())
     }
 

@@ -50,6 +50,10 @@ impl Storage for Bounded {
         self.0.sync()
     }
 
+    fn clear(&self) -> std::io::Result<()> {
+        self.0.clear()
+    }
+
     fn len(&self) -> std::io::Result<u64> {
         self.0.len()
     }
