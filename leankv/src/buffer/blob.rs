@@ -248,31 +248,36 @@ fn pipelined<E: Send>(
     while buffers.len() < wanted {
         buffers.push(AlignedBuf::new(IO_PAGES_MAX * page_size));
     }
-    let outcome = if let [run] = runs {
-        let buffer = &mut buffers[0][..bytes(*run)];
-        produce(*run, buffer).and_then(|()| consume(*run, buffer))
+    let outcome = if runs.len() == 1 {
+        one_by_one(page_size, runs, &mut buffers[0], &mut produce, &mut consume)
     } else {
         let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Extent, AlignedBuf)>(1);
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<AlignedBuf>();
         for buffer in buffers.drain(..) {
             empty_tx.send(buffer).expect("the receiver is here");
         }
-        std::thread::scope(|scope| {
-            let producer = scope.spawn(move || {
-                let mut produced = Ok(());
-                for &run in runs {
-                    // A closed channel: the consumer stopped at an error.
-                    let Ok(mut buffer) = empty_rx.recv() else {
-                        break;
-                    };
-                    produced = produce(run, &mut buffer[..bytes(run)]);
-                    if produced.is_err() || full_tx.send((run, buffer)).is_err() {
-                        break;
+        let pipelined = std::thread::scope(|scope| {
+            let produce_ahead = &mut produce;
+            let spawned = std::thread::Builder::new()
+                .name("leankv-blob-io".into())
+                .spawn_scoped(scope, move || {
+                    let mut produced = Ok(());
+                    for &run in runs {
+                        // A closed channel: the consumer stopped at an error.
+                        let Ok(mut buffer) = empty_rx.recv() else {
+                            break;
+                        };
+                        produced = produce_ahead(run, &mut buffer[..bytes(run)]);
+                        if produced.is_err() || full_tx.send((run, buffer)).is_err() {
+                            break;
+                        }
                     }
-                }
-                // The buffers not taken go back with the channel.
-                (produced, empty_rx)
-            });
+                    // The buffers not taken go back with the channel.
+                    (produced, empty_rx)
+                });
+            let Ok(producer) = spawned else {
+                return None;
+            };
             let mut consumed = Ok(());
             while let Ok((run, buffer)) = full_rx.recv() {
                 consumed = consume(run, &buffer[..bytes(run)]);
@@ -285,11 +290,31 @@ fn pipelined<E: Send>(
             drop((full_rx, empty_tx));
             let (produced, empty_rx) = producer.join().expect("the producer does not panic");
             buffers.extend(empty_rx.try_iter());
-            consumed.and(produced)
+            Some(consumed.and(produced))
+        });
+        pipelined.unwrap_or_else(|| {
+            // No thread to be had: one run after the other here (the staging buffers went
+            // with the failed thread's channel).
+            let mut buffer = AlignedBuf::new(IO_PAGES_MAX * page_size);
+            one_by_one(page_size, runs, &mut buffer, &mut produce, &mut consume)
         })
     };
     STAGING.with(|cell| *cell.borrow_mut() = buffers);
     outcome
+}
+
+/// Runs each of `runs` through `buffer` in this thread: produced, then consumed.
+fn one_by_one<E>(
+    page_size: usize,
+    runs: &[Extent],
+    buffer: &mut [u8],
+    produce: &mut impl FnMut(Extent, &mut [u8]) -> std::result::Result<(), E>,
+    consume: &mut impl FnMut(Extent, &[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    runs.iter().try_for_each(|&run| {
+        let buffer = &mut buffer[..run.pages as usize * page_size];
+        produce(run, buffer).and_then(|()| consume(run, buffer))
+    })
 }
 
 /// The pages `skip..skip + count` of a blob with these extents, as extents.

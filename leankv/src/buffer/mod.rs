@@ -237,11 +237,15 @@ impl<P: Policy> BufferManager<P> {
             policy: PhantomData,
         });
         if config.background_writer && P::EVICTS {
-            *manager.writer.lock() = Some(BackgroundWriter::start(&manager));
+            let writer = BackgroundWriter::start(&manager)
+                .map_err(|e| Error::io("starting the background writer", e))?;
+            *manager.writer.lock() = Some(writer);
         }
         if manager.prefetch_depth > 0 {
             let threads = manager.prefetch_depth.min(MAX_PREFETCH_THREADS);
-            *manager.prefetcher.lock() = Some(Prefetcher::start(&manager, threads));
+            let prefetcher = Prefetcher::start(&manager, threads)
+                .map_err(|e| Error::io("starting the prefetch threads", e))?;
+            *manager.prefetcher.lock() = Some(prefetcher);
         }
         Ok(manager)
     }

@@ -35,20 +35,24 @@ pub(crate) struct Prefetcher {
 }
 
 impl Prefetcher {
-    /// Starts `threads` I/O threads for `manager`.
-    pub(crate) fn start<P: Policy>(manager: &Arc<BufferManager<P>>, threads: usize) -> Prefetcher {
-        let queue = Arc::new(Queue::default());
-        let threads = (0..threads)
-            .map(|index| {
-                let weak = Arc::downgrade(manager);
-                let queue = queue.clone();
-                std::thread::Builder::new()
-                    .name(format!("leankv-prefetch-{index}"))
-                    .spawn(move || run(&weak, &queue))
-                    .expect("spawning a prefetch thread")
-            })
-            .collect();
-        Prefetcher { queue, threads }
+    /// Starts `threads` I/O threads for `manager`; if one cannot start, those started stop.
+    pub(crate) fn start<P: Policy>(
+        manager: &Arc<BufferManager<P>>,
+        threads: usize,
+    ) -> std::io::Result<Prefetcher> {
+        let mut prefetcher = Prefetcher {
+            queue: Arc::new(Queue::default()),
+            threads: Vec::with_capacity(threads),
+        };
+        for index in 0..threads {
+            let weak = Arc::downgrade(manager);
+            let queue = prefetcher.queue.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("leankv-prefetch-{index}"))
+                .spawn(move || run(&weak, &queue))?;
+            prefetcher.threads.push(thread);
+        }
+        Ok(prefetcher)
     }
 
     /// Queues registered reads, one run of consecutive pages per job.

@@ -35,18 +35,19 @@ pub(crate) struct BackgroundWriter {
 }
 
 impl BackgroundWriter {
-    pub(crate) fn start<P: Policy>(manager: &Arc<BufferManager<P>>) -> BackgroundWriter {
+    pub(crate) fn start<P: Policy>(
+        manager: &Arc<BufferManager<P>>,
+    ) -> std::io::Result<BackgroundWriter> {
         let signal = Arc::new(Signal::default());
         let weak = Arc::downgrade(manager);
         let thread_signal = signal.clone();
         let thread = std::thread::Builder::new()
             .name("leankv-writer".into())
-            .spawn(move || run(weak, &thread_signal))
-            .expect("spawning the background writer");
-        BackgroundWriter {
+            .spawn(move || run(weak, &thread_signal))?;
+        Ok(BackgroundWriter {
             signal,
             thread: Some(thread),
-        }
+        })
     }
 
     /// Asks for a round now (eviction met dirty pages).

@@ -69,15 +69,15 @@ pub(crate) fn read_log(
 ) -> Result<LogScan> {
     let (scan, marks) = std::thread::scope(|scope| {
         // The marks are scanned beside the walk.
-        let marks = scope.spawn(|| {
+        let marks = spawn_in(scope, "leankv-log-marks", || {
             files
                 .iter()
                 .map(|file| sync_marks(file.as_ref(), WINDOW))
                 .collect::<Result<Vec<_>>>()
-        });
+        })?;
         let scan = walk(files, start, None, WINDOW, visit);
-        (scan, joined(marks))
-    });
+        Ok::<_, Error>((scan, joined(marks)))
+    })?;
     let scan = scan?;
     let durable = marks?
         .into_iter()
@@ -122,7 +122,7 @@ fn walk_ahead(
     std::thread::scope(|scope| {
         let (read, to_visit) = std::sync::mpsc::sync_channel::<Chunk>(CHUNKS_AHEAD);
         let (visited, to_drop) = std::sync::mpsc::channel::<Chunk>();
-        let reader = scope.spawn(move || {
+        let reader = spawn_in(scope, "leankv-log-reader", move || {
             let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
             let scan = walk(files, start, stop, WINDOW, |lsn, record: Record| {
                 chunk.push((lsn, record));
@@ -142,7 +142,7 @@ fn walk_ahead(
             })?;
             _ = read.send(chunk);
             Ok(scan)
-        });
+        })?;
         let mut outcome = Ok(());
         for chunk in &to_visit {
             outcome = chunk
@@ -158,6 +158,19 @@ fn walk_ahead(
         outcome?;
         scan
     })
+}
+
+/// Starts `work` in a thread of `scope` named `name` (failing, not panicking, when the system
+/// cannot start one).
+fn spawn_in<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn_scoped(scope, work)
+        .map_err(|e| Error::io("starting a thread to read the log", e))
 }
 
 /// What a scoped thread returned; its panic goes on in this thread.
