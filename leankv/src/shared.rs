@@ -216,11 +216,11 @@ impl<P: Policy> DbShared<P> {
             log.shut_down()?;
         }
         self.write_superblock(false, None)?;
-        // The log's disk use ends with it (a clean open starts a fresh log). Cleared before
-        // the directory lock goes, so that no other open has begun writing to it.
-        let cleared = self.bm.log().map_or(Ok(()), |log| log.clear_files());
+        // Most of the log's disk use ends with it (a clean open starts a fresh log). Shrunk
+        // before the directory lock goes, so that no other open has begun writing to it.
+        let shrunk = self.bm.log().map_or(Ok(()), |log| log.shrink_files());
         *lock = None;
-        cleared
+        shrunk
     }
 }
 

@@ -442,12 +442,13 @@ fn check_key_count(db: &Db, seed: u64) {
     assert_eq!(db.stats().trees_counted_by_scan, 0, "seed {seed}");
 }
 
-/// A clean close empties both log files (their space is released; the next open starts a
-/// fresh log), and the next life's log still recovers a crash: every put acknowledged under
-/// `Immediate` before it is there, the puts present are a prefix of those made, and the first
-/// life's data is intact.
+/// After a clean close (which leaves each log file at most one checkpoint interval long) the
+/// next life starts a fresh log over the old files, and that log recovers a crash: every put
+/// acknowledged under `Immediate` before it is there, the puts present are a prefix of those
+/// made, and the first life's data is intact.
 #[test]
-fn a_clean_close_empties_the_log_and_the_next_life_recovers_a_crash() {
+fn the_life_after_a_clean_close_recovers_a_crash() {
+    let interval = 1 << 20; // `options()`
     let put = |db: &Db, tree: &leankv::Tree, n: u32, life: u8| {
         let mut batch = WriteBatch::new();
         let value = format!("life{life}-{n}-").repeat(1 + n as usize % 7);
@@ -466,7 +467,10 @@ fn a_clean_close_empties_the_log_and_the_next_life_recovers_a_crash() {
         drop(tree);
         db.close().unwrap();
         for name in ["wal-0", "wal-1"] {
-            assert_eq!(sim.storage(name).len().unwrap(), 0, "seed {seed}: {name}");
+            assert!(
+                sim.storage(name).len().unwrap() <= interval,
+                "seed {seed}: {name}"
+            );
         }
         let db = open(
             dir.path(),

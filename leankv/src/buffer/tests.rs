@@ -245,8 +245,8 @@ impl Storage for SlowStorage {
     fn sync(&self) -> std::io::Result<()> {
         Ok(())
     }
-    fn clear(&self) -> std::io::Result<()> {
-        self.0.clear()
+    fn shrink_to(&self, len: u64) -> std::io::Result<()> {
+        self.0.shrink_to(len)
     }
     fn len(&self) -> std::io::Result<u64> {
         self.0.len()

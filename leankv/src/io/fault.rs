@@ -150,8 +150,8 @@ impl Storage for FaultyStorage {
         self.inner.sync()
     }
 
-    fn clear(&self) -> Result<()> {
-        self.inner.clear()
+    fn shrink_to(&self, len: u64) -> Result<()> {
+        self.inner.shrink_to(len)
     }
 
     fn len(&self) -> Result<u64> {

@@ -106,8 +106,11 @@ impl Storage for FileStorage {
         self.file.sync_data()
     }
 
-    fn clear(&self) -> Result<()> {
-        self.file.set_len(0)
+    fn shrink_to(&self, len: u64) -> Result<()> {
+        if self.len()? > len {
+            self.file.set_len(len)?;
+        }
+        Ok(())
     }
 
     fn len(&self) -> Result<u64> {
@@ -155,14 +158,19 @@ mod tests {
     }
 
     #[test]
-    fn a_cleared_file_is_empty_on_disk_and_takes_writes_again() {
+    fn a_shrunk_file_keeps_its_start_on_disk_and_takes_writes_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         let storage = FileStorage::open(&path, true).unwrap();
         roundtrip(&storage);
-        storage.clear().unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        storage.shrink_to(8192).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
         let mut page = AlignedBuf::new(4096);
+        storage.read_at(&mut page, 4096).unwrap();
+        assert_eq!(page[100], 42, "the bytes kept are intact");
+        storage.shrink_to(1 << 20).unwrap();
+        assert_eq!(storage.len().unwrap(), 8192, "shrinking never grows");
+        storage.shrink_to(0).unwrap();
         assert!(storage.read_at(&mut page, 0).is_err(), "nothing is left");
         roundtrip(&storage);
     }

@@ -51,8 +51,11 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
-    fn clear(&self) -> Result<()> {
-        *self.bytes.write() = Vec::new();
+    fn shrink_to(&self, len: u64) -> Result<()> {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let mut bytes = self.bytes.write();
+        bytes.truncate(len);
+        bytes.shrink_to_fit();
         Ok(())
     }
 

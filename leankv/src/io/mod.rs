@@ -47,10 +47,10 @@ pub trait Storage: Send + Sync + 'static {
     fn extend_to(&self, len: u64) -> std::io::Result<()>;
     /// Makes every completed write durable.
     fn sync(&self) -> std::io::Result<()>;
-    /// Drops every byte, releasing the space: the storage becomes empty. Callers clear only
-    /// storage whose contents nothing will read again, so a crash that undoes the clearing
-    /// (the old bytes come back) is harmless.
-    fn clear(&self) -> std::io::Result<()>;
+    /// Drops the bytes beyond `len`, releasing their space (a shorter storage stays as it is).
+    /// Callers shrink only storage whose dropped bytes nothing will read again, so a crash
+    /// that undoes the shrinking (the old bytes come back) is harmless.
+    fn shrink_to(&self, len: u64) -> std::io::Result<()>;
     /// Current size in bytes.
     fn len(&self) -> std::io::Result<u64>;
     /// True when the storage holds no bytes.

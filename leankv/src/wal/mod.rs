@@ -61,6 +61,12 @@ const SPARE_CHUNKS: usize = 4;
 /// (the device is slower than the appends): the log's memory stays bounded.
 const MAX_QUEUED_BYTES: usize = 64 << 20;
 
+/// The most a clean close leaves of each log file (less with a shorter checkpoint interval,
+/// about what a life writes to each file in turn): the next life's log overwrites these blocks
+/// first, and a sync after overwriting needs no file-system metadata, where one after
+/// extending the file does (`Immediate` commits ran ~26% slower on fresh files here).
+const RETAINED_LOG_BYTES: u64 = 64 << 20;
+
 /// Where a checkpoint record lies: recovery starts reading there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LogPosition {
@@ -470,14 +476,17 @@ impl Log {
         }
     }
 
-    /// Empties both log files, releasing their space, once the log is shut down and a clean
-    /// superblock (which names no checkpoint, so that no open reads this log again) is durable.
-    pub(crate) fn clear_files(&self) -> Result<()> {
+    /// Shrinks both log files to what the next life will overwrite first (see
+    /// [`RETAINED_LOG_BYTES`]), releasing the rest of their space, once the log is shut down
+    /// and a clean superblock (which names no checkpoint, so that no open reads this log
+    /// again) is durable.
+    pub(crate) fn shrink_files(&self) -> Result<()> {
         debug_assert!(self.writer.lock().is_none(), "the log is shut down");
+        let retained = RETAINED_LOG_BYTES.min(self.inner.config.checkpoint_bytes);
         for file in &self.inner.files {
-            file.clear().map_err(|e| {
+            file.shrink_to(retained).map_err(|e| {
                 Error::io(
-                    "emptying the log files (the database itself closed cleanly)",
+                    "shrinking the log files (the database itself closed cleanly)",
                     e,
                 )
             })?;

@@ -53,8 +53,8 @@ impl Storage for Gated {
         self.inner.sync()
     }
 
-    fn clear(&self) -> std::io::Result<()> {
-        self.inner.clear()
+    fn shrink_to(&self, len: u64) -> std::io::Result<()> {
+        self.inner.shrink_to(len)
     }
 
     fn len(&self) -> std::io::Result<u64> {
@@ -190,8 +190,8 @@ impl Storage for CheckedWrites {
         self.inner.sync()
     }
 
-    fn clear(&self) -> std::io::Result<()> {
-        self.inner.clear()
+    fn shrink_to(&self, len: u64) -> std::io::Result<()> {
+        self.inner.shrink_to(len)
     }
 
     fn len(&self) -> std::io::Result<u64> {

@@ -12,10 +12,10 @@
 //! would. `sync` makes that file's completed operations durable (per file, like `fdatasync`);
 //! it does nothing for the other files of the domain.
 //!
-//! `clear` empties a file durably at once (the engine clears only files it will not read again).
+//! `shrink_to` cuts a file durably at once (the engine drops only bytes it will not read again).
 //!
 //! The *crash point* comes after a number of mutating operations (writes, extends, syncs and
-//! clears across all files of the domain, [`CrashSimulator::crash_after`]) or explicitly
+//! shrinks across all files of the domain, [`CrashSimulator::crash_after`]) or explicitly
 //! ([`CrashSimulator::crash`]). The operation that reaches the crash point fails, and so does
 //! every later operation on any storage of the domain, reads and `len` included: the process is
 //! dead and the engine sees errors, never a silent success. A write or extend that reaches the
@@ -68,8 +68,8 @@ pub struct CrashStats {
     pub extends: u64,
     /// Syncs completed.
     pub syncs: u64,
-    /// `clear` calls completed.
-    pub clears: u64,
+    /// `shrink_to` calls completed.
+    pub shrinks: u64,
     /// Crashes (0 or 1 for one domain; a domain restarted from a recovery carries the count
     /// on).
     pub crashes: u64,
@@ -458,15 +458,26 @@ impl Storage for SimulatedStorage {
     }
 
     /// Modelled as durable at once (a real crash may also bring the old bytes back, which the
-    /// callers' contract makes harmless, see [`Storage::clear`]); pending writes are dropped.
-    fn clear(&self) -> Result<()> {
+    /// callers' contract makes harmless, see [`Storage::shrink_to`]); pending operations lose
+    /// what lay beyond `len`.
+    fn shrink_to(&self, len: u64) -> Result<()> {
+        let len = offset_of(len, 0)?;
         let mut domain = self.domain.lock();
         domain.admit()?;
-        domain.stats.clears += 1;
+        domain.stats.shrinks += 1;
         let file = &mut domain.files[self.file];
-        file.unsynced.clear();
-        file.durable.clear();
-        file.latest.clear();
+        file.durable.truncate(len);
+        file.latest.truncate(len);
+        file.unsynced.retain_mut(|op| match op {
+            Unsynced::Write { offset, bytes } => {
+                bytes.truncate(len.saturating_sub(*offset));
+                !bytes.is_empty()
+            }
+            Unsynced::Extend { len: to } => {
+                *to = (*to).min(len);
+                true
+            }
+        });
         Ok(())
     }
 

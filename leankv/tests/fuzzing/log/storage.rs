@@ -50,8 +50,8 @@ impl Storage for Bounded {
         self.0.sync()
     }
 
-    fn clear(&self) -> std::io::Result<()> {
-        self.0.clear()
+    fn shrink_to(&self, len: u64) -> std::io::Result<()> {
+        self.0.shrink_to(len)
     }
 
     fn len(&self) -> std::io::Result<u64> {
