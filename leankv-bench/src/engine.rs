@@ -27,23 +27,20 @@ pub type Table = usize;
 /// What the drivers need from an engine. Implementations are shared by all worker threads.
 /// Each operation stands alone (the engines' transactions are not used across operations).
 pub trait Engine: Send + Sync {
-    /// Copies the value of `key` into `value`; false if absent.
-    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool>;
     /// Reads `key` the way a user of the engine would, through its natural public call, and
     /// hands the value to `consume`; false if absent. Engines whose natural call returns an
-    /// owned value (leankv's `Tree::get`) pay its allocation here; the default is such a call.
+    /// owned value (leankv's `Tree::get`) pay its allocation here.
     fn natural_read(
         &self,
         table: Table,
         key: &[u8],
         consume: &mut dyn FnMut(&[u8]),
-    ) -> Result<bool> {
-        let mut value = Vec::new();
-        let found = self.get(table, key, &mut value)?;
-        if found {
-            consume(&value);
-        }
-        Ok(found)
+    ) -> Result<bool>;
+    /// Copies the value of `key` into `value`; false if absent. By default through
+    /// [`Engine::natural_read`], which for engines that lend a slice is their fastest read.
+    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        value.clear();
+        self.natural_read(table, key, &mut |found| value.extend_from_slice(found))
     }
     /// Inserts or overwrites.
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;

@@ -289,6 +289,21 @@ impl<P: Policy> Engine for Transaction<'_, P> {
         self.read(table, key, value)
     }
 
+    /// As the transaction sees the value (its own writes first), handed over as an owned copy.
+    fn natural_read(
+        &self,
+        table: Table,
+        key: &[u8],
+        consume: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
+        let mut value = Vec::new();
+        let found = self.read(table, key, &mut value)?;
+        if found {
+            consume(&value);
+        }
+        Ok(found)
+    }
+
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.write(table, key, Some(value));
         Ok(())

@@ -74,18 +74,6 @@ impl Drop for Lmdb {
 }
 
 impl Engine for Lmdb {
-    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        value.clear();
-        let txn = self.env.read_txn()?;
-        Ok(match self.tables[table].get(&txn, key)? {
-            Some(found) => {
-                value.extend_from_slice(found);
-                true
-            }
-            None => false,
-        })
-    }
-
     fn natural_read(
         &self,
         table: Table,

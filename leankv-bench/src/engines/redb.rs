@@ -82,19 +82,6 @@ impl Redb {
 }
 
 impl Engine for Redb {
-    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        value.clear();
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(self.definition(table))?;
-        Ok(match table.get(key)? {
-            Some(found) => {
-                value.extend_from_slice(found.value());
-                true
-            }
-            None => false,
-        })
-    }
-
     fn natural_read(
         &self,
         table: Table,

@@ -99,17 +99,6 @@ impl Rocks {
 }
 
 impl Engine for Rocks {
-    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        value.clear();
-        Ok(match self.db.get_pinned_cf(self.family(table), key)? {
-            Some(found) => {
-                value.extend_from_slice(&found);
-                true
-            }
-            None => false,
-        })
-    }
-
     fn natural_read(
         &self,
         table: Table,
