@@ -69,6 +69,23 @@ fn recover_and_open(sim: &CrashSimulator, dir: &Path, seed: u64) -> Db {
     open(dir, files).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"))
 }
 
+/// Crashes `sim` under the open database, recovers and reopens it; returns it, its tree "t"
+/// and what that holds.
+fn crash_and_read_back(
+    sim: &CrashSimulator,
+    (db, tree): (Db, leankv::Tree),
+    dir: &Path,
+    seed: u64,
+) -> (Db, leankv::Tree, BTreeMap<String, Vec<u8>>) {
+    sim.crash();
+    drop(tree);
+    drop(db);
+    let db = recover_and_open(sim, dir, seed);
+    let tree = db.open_tree("t").unwrap();
+    let stored = common::text_contents(&tree);
+    (db, tree, stored)
+}
+
 fn key(rng: &mut fastrand::Rng) -> Vec<u8> {
     format!("key{:04}", rng.u32(0..2000)).into_bytes()
 }
@@ -402,12 +419,7 @@ fn concurrent_batches_are_all_or_nothing_after_a_crash() {
                 .collect();
             workers.into_iter().map(|w| w.join().unwrap()).collect()
         });
-        sim.crash();
-        drop(tree);
-        drop(db);
-        let db = recover_and_open(&sim, dir.path(), seed);
-        let tree = db.open_tree("t").unwrap();
-        let stored = common::text_contents(&tree);
+        let (db, tree, stored) = crash_and_read_back(&sim, (db, tree), dir.path(), seed);
         for (key, value) in &stored {
             if key.starts_with("marker-") {
                 continue;
@@ -431,6 +443,106 @@ fn concurrent_batches_are_all_or_nothing_after_a_crash() {
         assert!(report.is_ok(), "seed {seed}: {report}");
         db.close().unwrap();
     }
+}
+
+/// Three threads commit batches of puts and removes on keys of their own, interleaved in one
+/// tree (so their changes share leaves, which split and merge under a pool of a few frames),
+/// crashed at a random point. The log orders concurrent commits by rounds; a thread's commits
+/// follow one another, so each thread's keys must hold the state after a prefix of its batches
+/// no shorter than its last one acknowledged under `Immediate`: a change lost, replayed out of
+/// order, or kept from a lost round breaks that.
+#[test]
+fn each_threads_commits_survive_as_a_prefix_when_threads_share_pages() {
+    const THREADS: usize = 3;
+    const KEYS: usize = 24;
+    type Batches = Vec<Vec<(usize, Option<Vec<u8>>)>>;
+    let scenarios = scenarios(160) / 4;
+    let mut prefixes = [0usize; 2];
+    for seed in 0..scenarios {
+        let dir = tempfile::tempdir().unwrap();
+        let (sim, db) = open_simulated(dir.path());
+        let tree = db.open_tree("t").unwrap();
+        sim.crash_after(fastrand::Rng::with_seed(seed).u64(20..4000));
+        let key = |thread: usize, n: usize| format!("k{n:02}-t{thread}");
+        // Each thread's batches, and how many of them at least must survive.
+        let attempted: Vec<(Batches, usize)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|thread| {
+                    let (db, tree) = (&db, &tree);
+                    scope.spawn(move || {
+                        let mut rng = fastrand::Rng::with_seed(seed * 8 + thread as u64);
+                        let (mut batches, mut must_survive) = (Vec::new(), 0);
+                        for b in 0..300 {
+                            let mut writes = WriteBatch::new();
+                            let mut changes = Vec::new();
+                            for _ in 0..rng.usize(1..4) {
+                                let n = rng.usize(0..KEYS);
+                                if rng.u8(0..5) == 0 {
+                                    writes.remove(tree, key(thread, n));
+                                    changes.push((n, None));
+                                } else {
+                                    let mut value = format!("t{thread}b{b}:").into_bytes();
+                                    value.resize(value.len() + rng.usize(0..700), b'v');
+                                    writes.insert(tree, key(thread, n), &value);
+                                    changes.push((n, Some(value)));
+                                }
+                            }
+                            let durability = if rng.bool() {
+                                Durability::Immediate
+                            } else {
+                                Durability::Eventual
+                            };
+                            batches.push(changes);
+                            match db.write_with(writes, durability) {
+                                Ok(()) if durability == Durability::Immediate => {
+                                    must_survive = batches.len()
+                                }
+                                Ok(()) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        (batches, must_survive)
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let (db, tree, stored) = crash_and_read_back(&sim, (db, tree), dir.path(), seed);
+        assert_eq!(tree.len().unwrap(), stored.len() as u64, "seed {seed}");
+        for (thread, (batches, must_survive)) in attempted.iter().enumerate() {
+            let recovered: Vec<Option<&Vec<u8>>> =
+                (0..KEYS).map(|n| stored.get(&key(thread, n))).collect();
+            let mut model: Vec<Option<&Vec<u8>>> = vec![None; KEYS];
+            let mut matched = None;
+            for prefix in 0..=batches.len() {
+                if let Some(changes) = prefix.checked_sub(1).map(|last| &batches[last]) {
+                    for (n, value) in changes {
+                        model[*n] = value.as_ref();
+                    }
+                }
+                if prefix >= *must_survive && model == recovered {
+                    matched = Some(prefix);
+                }
+            }
+            let Some(prefix) = matched else {
+                panic!(
+                    "seed {seed}: thread {thread}'s keys hold no prefix of its {} batches with \
+                     the first {must_survive}",
+                    batches.len()
+                )
+            };
+            prefixes[usize::from(prefix > *must_survive)] += 1;
+        }
+        drop(tree);
+        let report = db.check_integrity().unwrap();
+        assert!(report.is_ok(), "seed {seed}: {report}");
+        db.close().unwrap();
+    }
+    eprintln!(
+        "{scenarios} scenarios: {} threads' prefixes ended at their last Immediate commit, {} \
+         went beyond it",
+        prefixes[0], prefixes[1]
+    );
 }
 
 /// The tree's key count is exactly the number of keys it holds.
