@@ -175,8 +175,8 @@ pub(crate) fn write<P: Policy>(
     if let [op] = &batch.ops[..] {
         // One change is atomic by itself: it is logged as a single operation, without a batch
         // id, before-image or commit record.
-        let (round, _) = apply(op, 0)?;
-        return db.commit_durability(round, durability);
+        let (lsn, _) = apply(op, 0)?;
+        return db.commit_durability(lsn, durability);
     }
     let end = {
         let _gate = db.batch_gate.read();
@@ -208,7 +208,7 @@ pub(crate) fn write<P: Policy>(
     db.commit_durability(end, durability)
 }
 
-/// Applies one change as part of `batch` (0: on its own); returns the log round of its record
+/// Applies one change as part of `batch` (0: on its own); returns the end LSN of its record
 /// (0: none written) and, in a batch, the value it replaced (`None`: absent).
 fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredValue>)> {
     let tree = &op.tree.handle.tree;
@@ -216,7 +216,7 @@ fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredVa
         Some(value) => Some(tree.insert(&op.key, value, batch)?),
         None => tree.remove(&op.key, batch)?,
     };
-    Ok(written.map_or((0, None), |written| (written.round, written.before)))
+    Ok(written.map_or((0, None), |written| (written.lsn, written.before)))
 }
 
 /// The large value `value` references, if it is one.
@@ -265,7 +265,7 @@ fn roll_back<P: Policy>(
 }
 
 /// Removes the keys of `tree` from `start` to `end` (a range that is not empty) as one atomic
-/// commit (see the module notes); returns how many it removed and the log round of its commit record
+/// commit (see the module notes); returns how many it removed and the end of its commit record
 /// (0 without a log).
 pub(crate) fn remove_range<P: Policy>(
     db: &Arc<DbShared<P>>,
@@ -291,19 +291,19 @@ pub(crate) fn remove_range<P: Policy>(
         end,
         drop: false,
     };
-    log.append(0, |writer, _| writer.range_removal(&removal));
+    log.append(|writer, _| writer.range_removal(&removal));
     // A drop that ran between the check above and the start record: the removal ends at once
     // (recovery ignores a removal that starts on a dropped tree anyway).
     if tree.is_dropped() {
-        log.append(0, |writer, _| writer.commit(removal.removal));
+        log.append(|writer, _| _ = writer.commit(removal.removal));
         return Err(Error::TreeDropped);
     }
     finish_or_fail(db, log, tree, removal)
 }
 
 /// Drops `tree` (marked dropped, no operation running on it any more) as one atomic commit:
-/// a range removal of all its keys, then its catalog entry and its root page. Returns the log
-/// round of its commit record (0 without a log).
+/// a range removal of all its keys, then its catalog entry and its root page. Returns the end
+/// of its commit record (0 without a log).
 pub(crate) fn drop_tree<P: Policy>(db: &Arc<DbShared<P>>, tree: &BTree<P>) -> Result<u64> {
     debug_assert!(tree.is_dropped());
     let owner = tree.owner_handle();
@@ -323,8 +323,8 @@ pub(crate) fn drop_tree<P: Policy>(db: &Arc<DbShared<P>>, tree: &BTree<P>) -> Re
         end: Bound::Unbounded,
         drop: true,
     };
-    log.append(0, |writer, _| writer.range_removal(&removal));
-    finish_or_fail(db, log, &owner, removal).map(|(_, round)| round)
+    log.append(|writer, _| writer.range_removal(&removal));
+    finish_or_fail(db, log, &owner, removal).map(|(_, end)| end)
 }
 
 /// [`finish_range_removal`]; if it fails (an I/O error, an exhausted pool), the log fails
@@ -345,7 +345,7 @@ fn finish_or_fail<P: Policy>(
 
 /// Runs range removal `removal`, whose start record is in the log, to its end and commits it:
 /// the rest of [`remove_range`] and [`drop_tree`], and recovery's roll forward. Returns the
-/// keys removed and the log round of the commit record.
+/// keys removed and the end of the commit record.
 pub(crate) fn finish_range_removal<P: Policy>(
     db: &Arc<DbShared<P>>,
     tree: &BTree<P>,
@@ -371,8 +371,8 @@ pub(crate) fn finish_range_removal<P: Policy>(
     } else {
         tree.remove_range(start, end.as_ref().map(Vec::as_slice), removal)?
     };
-    let ((), appended) = log.append(0, |writer, _| writer.commit(removal));
-    Ok((removed, appended.round))
+    let ((), end) = log.append(|writer, _| _ = writer.commit(removal));
+    Ok((removed, end))
 }
 
 /// Removes the catalog entry naming the tree whose root is page `root`, if there is one.

@@ -14,7 +14,7 @@
 //! per extent `[first page u64][pages u32]`. The extents hold exactly the pages the length
 //! needs, in value order.
 //!
-//! **Blob page:** the page header of `io/page.rs` (CRC-32C, type `Blob`, page id) whose GSN
+//! **Blob page:** the page header of `io/page.rs` (CRC-32C, type `Blob`, page id) whose LSN
 //! field holds the blob id instead, then payload. Blob ids are unique over the life of the
 //! file (the log generation of the open that wrote the blob, then a counter), and a blob's
 //! pages are never changed once written: a new value is a new blob. So a reader that finds

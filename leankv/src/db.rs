@@ -321,9 +321,9 @@ impl<P: Policy> Db<P> {
         tree.mark_dropped();
         shared.bm.wait_for_running_operations();
         trees.remove(name);
-        let round = crate::batch::drop_tree(shared, &tree)?;
+        let lsn = crate::batch::drop_tree(shared, &tree)?;
         drop(trees);
-        shared.commit_durability(round, shared.durability)?;
+        shared.commit_durability(lsn, shared.durability)?;
         Ok(true)
     }
 
@@ -498,7 +498,7 @@ pub(crate) fn open_named_tree<P: Policy>(
         let written = shared.catalog.insert(name.as_bytes(), &entry, 0)?;
         (tree, written)
     };
-    shared.commit_durability(written.round, shared.durability)?;
+    shared.commit_durability(written.lsn, shared.durability)?;
     let tree = Arc::new(tree);
     trees.insert(name.to_string(), tree.clone());
     Ok(tree)

@@ -1,9 +1,9 @@
 //! Exact key counts per tree, for `Tree::len` without a scan.
 //!
 //! Each tree has a counter that every write changes as it changes the tree's keys (+1 for a
-//! put that adds a key, -1 for a removal), under its log stripe's mutex as the write's record
-//! is appended. A checkpoint record takes every counter with every stripe locked, so its counts
-//! are exactly those of its place in the log; recovery starts from them and adds the change of
+//! put that adds a key, -1 for a removal), under the log's mutex as the write's record is
+//! appended. A checkpoint record takes every counter under that mutex too, so its counts are
+//! exactly those of its place in the log; recovery starts from them and adds the change of
 //! every leaf record after it. Without the log (or after a log written before counts were
 //! kept), a count is unknown at open, and the first `len` of the tree counts it by a scan.
 //!

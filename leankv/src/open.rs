@@ -37,8 +37,7 @@ pub(crate) const PAGE_FILE: &str = "leankv.pages";
 pub(crate) const LOG_FILES: [&str; 2] = ["leankv.wal-0", "leankv.wal-1"];
 /// The frames of the `Mmap` baseline policy, mapped from this file.
 const POOL_FILE: &str = "pool.mmap";
-/// Where a brand-new log starts, as LSN and as GSN (a GSN of 0 means "never logged" on a
-/// page).
+/// Where a brand-new log starts (an LSN of 0 means "never logged" on a page).
 const FIRST_LSN: u64 = 4096;
 
 /// The storage a database lives in.
@@ -280,7 +279,6 @@ fn fresh_log(
         file: 0,
         offset: 0,
         lsn,
-        gsn: lsn,
         tail: Tail::default(),
     };
     // "The last checkpoint is in the other file": the first one stays in file 0.

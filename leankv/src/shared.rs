@@ -85,13 +85,13 @@ impl<P: Policy> DbShared<P> {
     pub(crate) fn checkpoint(&self, open: bool) -> Result<()> {
         let log = self.bm.log().expect("checkpoints need the log");
         let _one_at_a_time = self.checkpointing.lock();
-        let ticket = {
+        let position = {
             let _no_batch_in_flight = self.batch_gate.write();
             self.bm.begin_checkpoint(log, || self.key_counts.snapshot())
         };
         self.bm.flush()?;
         // The record the superblock will name must be durable first.
-        let position = log.checkpoint_position(ticket)?;
+        log.wait_durable(log.end())?;
         self.write_superblock(open, Some(position))?;
         log.checkpoint_completed(position);
         Ok(())
@@ -139,22 +139,18 @@ impl<P: Policy> DbShared<P> {
         }
     }
 
-    /// Makes the commit whose log record belongs to round `round` (0: it wrote none) as
-    /// durable as `durability` says. After the log failed (a write or sync error), every commit
-    /// fails: none could become durable.
-    pub(crate) fn commit_durability(&self, round: u64, durability: Durability) -> Result<()> {
+    /// Makes the commit whose log record ends at `lsn` (0: it wrote none) as durable as
+    /// `durability` says. After
+    /// the log failed (a write or sync error), every commit fails: none could become durable.
+    pub(crate) fn commit_durability(&self, lsn: u64, durability: Durability) -> Result<()> {
         let Some(log) = self.bm.log() else {
             return Ok(());
         };
         // A commit that wrote no record (it changed nothing) still follows every commit
         // before it: it is durable once they are.
-        let round = if round == 0 {
-            log.current_round()
-        } else {
-            round
-        };
+        let lsn = if lsn == 0 { log.end() } else { lsn };
         match durability {
-            Durability::Immediate => log.wait_durable(round),
+            Durability::Immediate => log.wait_durable(lsn),
             Durability::Eventual => log.sync_eventually(),
             Durability::None => log.check_healthy(),
         }
@@ -193,7 +189,7 @@ impl<P: Policy> DbShared<P> {
                 lsn: position.lsn,
             }),
             generation: self.generation,
-            log_end: self.bm.log().map_or(self.log_end, |log| log.next_start()),
+            log_end: self.bm.log().map_or(self.log_end, |log| log.end()),
         }
         .encode(&mut page);
         storage

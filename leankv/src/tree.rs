@@ -111,7 +111,7 @@ impl<P: Policy> Tree<P> {
         let db = &self.handle.db;
         db.admit()?;
         let written = self.handle.tree.insert(key, value, 0)?;
-        db.commit_durability(written.round, db.durability)
+        db.commit_durability(written.lsn, db.durability)
     }
 
     /// The value of `key`, if present. (A key longer than the limit cannot be present, so
@@ -257,8 +257,8 @@ impl<P: Policy> Tree<P> {
             None
         };
         // A commit that found nothing to change is durable once every commit before it is.
-        let round = updated.as_ref().map_or(0, |(_, round)| *round);
-        db.commit_durability(round, db.durability)?;
+        let lsn = updated.as_ref().map_or(0, |(_, lsn)| *lsn);
+        db.commit_durability(lsn, db.durability)?;
         Ok(updated.map(|(result, _)| result))
     }
 
@@ -370,7 +370,7 @@ impl<P: Policy> Tree<P> {
         let written = self.handle.tree.write_if(key, decide)?;
         // A commit that changed nothing is durable once every commit before it is: what it
         // saw was committed.
-        db.commit_durability(written.map_or(0, |written| written.round), db.durability)
+        db.commit_durability(written.map_or(0, |written| written.lsn), db.durability)
     }
 
     /// Removes `key`; returns whether it was present.
@@ -385,7 +385,7 @@ impl<P: Policy> Tree<P> {
         };
         // A commit that found nothing to change is durable once every commit before it is.
         db.commit_durability(
-            removed.as_ref().map_or(0, |written| written.round),
+            removed.as_ref().map_or(0, |written| written.lsn),
             db.durability,
         )?;
         Ok(removed.is_some())
@@ -445,8 +445,8 @@ impl<P: Policy> Tree<P> {
             return Ok(0);
         }
         let db = &self.handle.db;
-        let (removed, round) = crate::batch::remove_range(db, &self.handle.tree, start, end)?;
-        db.commit_durability(round, db.durability)?;
+        let (removed, lsn) = crate::batch::remove_range(db, &self.handle.tree, start, end)?;
+        db.commit_durability(lsn, db.durability)?;
         Ok(removed)
     }
 

@@ -241,7 +241,7 @@ impl<'a> Checker<'a> {
                 format!("tree {name:?}, large value referenced from page {leaf}, page {page_id}: {what}")
             };
             match self.read(&mut image, page_id) {
-                Ok(PageType::Blob) if page_format::gsn(&image) == blob.id => {}
+                Ok(PageType::Blob) if page_format::lsn(&image) == blob.id => {}
                 Ok(PageType::Blob) => {
                     self.report
                         .problems

@@ -106,7 +106,7 @@ impl<P: Policy> BTree<P> {
         self.bm.frame(frame).set_dirty(true);
         debug_assert!(self.node(frame).used_space() <= self.bm.page_size());
         let op = LeafOp::put(key, value.bytes, value.blob, !found, changed.as_ref());
-        let round = self.bm.log_leaf(
+        let lsn = self.bm.log_leaf(
             frame,
             guard,
             self.root_page_id,
@@ -120,7 +120,7 @@ impl<P: Policy> BTree<P> {
             self.keys.counter(),
         );
         Step::Done(Written {
-            round,
+            lsn,
             before: replaced.filter(|_| batch != 0),
         })
     }
@@ -129,7 +129,7 @@ impl<P: Policy> BTree<P> {
     /// value and may change its bytes but not its length. Runs at most once, under the leaf's
     /// exclusive latch, so updates of one key are atomic with respect to each other. Returns
     /// `None` (without calling `modify`) if the key is absent, else `modify`'s result and the
-    /// log round of the change's record. A large value (stored outside its leaf) is not
+    /// end LSN of the change's log record. A large value (stored outside its leaf) is not
     /// rewritten in place: that fails with `ValueTooLarge` (without calling `modify`).
     pub(crate) fn update<R>(
         &self,
@@ -162,7 +162,7 @@ impl<P: Policy> BTree<P> {
             NodeMut::new(self.bm.page_mut(frame, &mut guard)).overwrite_value(index, value);
             self.bm.frame(frame).set_dirty(true);
             let op = LeafOp::put(key, value, false, false, changed.as_ref());
-            let round = self.bm.log_leaf(
+            let lsn = self.bm.log_leaf(
                 frame,
                 &mut guard,
                 self.root_page_id,
@@ -172,7 +172,7 @@ impl<P: Policy> BTree<P> {
                 BlobChange::default(),
                 self.keys.counter(),
             );
-            Ok(Ok(Some((result, round))))
+            Ok(Ok(Some((result, lsn))))
         })?;
         updated.map_err(|len| Error::ValueTooLarge {
             len: usize::try_from(len).unwrap_or(usize::MAX),

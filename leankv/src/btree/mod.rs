@@ -60,11 +60,11 @@ use split::{Incoming, Separator, SplitPlan};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// What a write did: the log round of its record (0 without a log) and, in a batch, the
+/// What a write did: the end LSN of its log record (0 without a log) and, in a batch, the
 /// value it replaced (`None`: the key was absent; always `None` outside batches).
 #[derive(Debug)]
 pub(crate) struct Written {
-    pub(crate) round: u64,
+    pub(crate) lsn: u64,
     pub(crate) before: Option<StoredValue>,
 }
 

@@ -59,7 +59,7 @@ impl<P: Policy> BTree<P> {
             .and_then(|replaced| replaced.large_value(self.bm.page_size()));
         NodeMut::new(self.bm.page_mut(frame, guard)).remove_at(index);
         self.bm.frame(frame).set_dirty(true);
-        let round = self.bm.log_leaf(
+        let lsn = self.bm.log_leaf(
             frame,
             guard,
             self.root_page_id,
@@ -73,7 +73,7 @@ impl<P: Policy> BTree<P> {
             self.keys.counter(),
         );
         let written = Written {
-            round,
+            lsn,
             before: replaced.filter(|_| batch != 0),
         };
         if frame != self.root() && underfull(&self.node(frame), self.bm.page_size()) {

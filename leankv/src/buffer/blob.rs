@@ -112,14 +112,14 @@ impl<P: Policy> BufferManager<P> {
         // sync once (one sync for all of them) and allocate again, then without waiting.
         let mut may_wait = self.log.is_some();
         let extents = loop {
-            let durable = self.log.as_ref().map_or(0, |log| log.durable_round());
+            let durable = self.log.as_ref().map_or(0, |log| log.durable());
             let allocation =
                 self.page_ids
                     .lock()
                     .allocate_extents(pages, self.max_extents(), durable, may_wait);
             match (allocation, &self.log) {
                 (ExtentAllocation::Allocated(extents), _) => break extents,
-                (ExtentAllocation::WaitForLog(round), Some(log)) => log.wait_durable(round)?,
+                (ExtentAllocation::WaitForLog(lsn), Some(log)) => log.wait_durable(lsn)?,
                 // Without a log nothing waits to be freed (`may_wait` is false).
                 (ExtentAllocation::WaitForLog(_), None) => {}
             }
@@ -138,7 +138,7 @@ impl<P: Policy> BufferManager<P> {
             for (page, page_id) in bytes.chunks_exact_mut(page_size).zip(run.page_ids()) {
                 let chunk = chunks.next().expect("the extents hold the value");
                 page_format::init_header(page, blob::PAGE_TYPE, page_id);
-                page_format::set_gsn(page, id);
+                page_format::set_lsn(page, id);
                 let (filled, rest) = page[PAGE_HEADER_SIZE..].split_at_mut(chunk.len());
                 filled.copy_from_slice(chunk);
                 rest.fill(0);
@@ -191,7 +191,7 @@ impl<P: Policy> BufferManager<P> {
         let copy = |run: Extent, bytes: &[u8]| {
             for (page, page_id) in bytes.chunks_exact(page_size).zip(run.page_ids()) {
                 match page_format::verify(page, page_id) {
-                    Ok(PageType::Blob) if page_format::gsn(page) == blob.id => {}
+                    Ok(PageType::Blob) if page_format::lsn(page) == blob.id => {}
                     Ok(PageType::Blob) => {
                         return Err(Failed::Check(page_id, "page of another large value".into()))
                     }

@@ -56,10 +56,6 @@ pub(crate) struct Frame {
     /// Set on a hot tree root that no handle uses: replacement may cool it like any other
     /// page (once its children are cooled). Changes only under the exclusive latch.
     unused_root: AtomicBool,
-    /// The log round of the page's last logged change: the page is written only once that
-    /// round is durable (the WAL rule). Changes only under the exclusive latch; a frame's
-    /// earlier page's round left here only makes a write wait for a round already closed.
-    log_round: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Frame>() <= FRAME_HEADER_AREA);
@@ -119,16 +115,6 @@ impl Frame {
     /// Caller holds the exclusive latch.
     pub(crate) fn set_unused_root(&self, _guard: &ExclusiveGuard<'_>, unused: bool) {
         self.unused_root.store(unused, Ordering::Release);
-    }
-
-    /// The log round of the page's last logged change (read under a latch).
-    pub(crate) fn log_round(&self) -> u64 {
-        self.log_round.load(Ordering::Acquire)
-    }
-
-    /// Caller holds the exclusive latch, under which it logged a change of round `round`.
-    pub(crate) fn set_log_round(&self, _guard: &ExclusiveGuard<'_>, round: u64) {
-        self.log_round.store(round, Ordering::Release);
     }
 
     pub(crate) fn parent(&self) -> Option<FrameId> {

@@ -1,10 +1,9 @@
 //! The buffer manager's side of the write-ahead log: describing page changes in the log under
-//! the changed pages' exclusive latches and stamping each page with the GSN of its latest
-//! change (and its frame with that change's log round), the image rule, and the checkpoint's
-//! exact snapshot of page allocation.
+//! the changed pages' exclusive latches and stamping each page with the LSN of its latest
+//! change, the image rule, and the checkpoint's exact snapshot of page allocation.
 //!
 //! * A leaf operation is logged by key; if the page's last change lies at or before the image
-//!   threshold (the current checkpoint's GSN), the record carries the page's full image, so
+//!   threshold (the current checkpoint's start), the record carries the page's full image, so
 //!   that recovery rebuilds every page changed since a checkpoint from the log alone (torn
 //!   pages included).
 //! * A structural change (split, merge, new root, new tree) is one record with the images of
@@ -13,20 +12,15 @@
 //!   logically instead: how it split, a few bytes instead of three pages.
 //! * Page-id allocation and the log agree exactly: records that free ids or first describe a
 //!   new page are appended under the page-id lock, and a page allocated but not yet described
-//!   counts as free in a checkpoint's snapshot (a crash before its record leaks nothing). Such
-//!   records also follow the allocation's GSN (kept under the lock), so that their order in
-//!   the log is the order in which they changed it.
+//!   counts as free in a checkpoint's snapshot (a crash before its record leaks nothing).
 //!
-//! Invariant: a page's GSN (header bytes 16..24) is the GSN of the last record describing it,
-//! and its frame holds that record's round; write-back makes that round durable before writing
-//! the page.
+//! Invariant: a page's LSN (header bytes 16..24) is the end of the last record describing it;
+//! write-back makes the log durable up to that LSN before writing the page.
 
 use super::policy::Policy;
 use super::*;
 use crate::blob::BlobRef;
-use crate::wal::{
-    Appended, BeforeRef, CheckpointTicket, LeafChange, LeafOp, Log, RangeStep, Split,
-};
+use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, RangeStep, Split};
 
 /// The large values a leaf operation starts or stops referencing (see `buffer/blob.rs`).
 #[derive(Debug, Default, Clone, Copy)]
@@ -45,8 +39,8 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Logs a leaf operation on the page in `frame`, just applied under `guard`, and changes
-    /// the tree's key count `keys` as it does; returns the log round of its record (0 without
-    /// a log).
+    /// the tree's key count `keys` as it does; returns the end LSN of its record (0 without a
+    /// log).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn log_leaf(
         &self,
@@ -68,11 +62,11 @@ impl<P: Policy> BufferManager<P> {
             return 0;
         };
         let page_id = self.frame(frame).page_id();
-        let page_gsn = page_format::gsn(self.page(frame).all());
+        let page_lsn = page_format::lsn(self.page(frame).all());
         // A page no record described yet is described now, under the page-id lock (see the
         // module notes); every page is described at creation, so this is a safeguard. Large
         // values the record references or frees change allocation with it, under the lock.
-        let mut ids = (page_gsn == 0 || blobs.added.is_some() || dropped.is_some())
+        let ids = (page_lsn == 0 || blobs.added.is_some() || dropped.is_some())
             .then(|| self.page_ids.lock());
         let change = LeafChange {
             page_id,
@@ -82,29 +76,19 @@ impl<P: Policy> BufferManager<P> {
             before,
         };
         let mut fill = |image: &mut [u8]| self.copy_for_log(frame, image);
-        let after = ids.as_ref().map_or(0, |ids| ids.gsn());
-        let appended = log.append_leaf(change, page_gsn, after, self.page_size(), &mut fill, keys);
-        if let Some(ids) = &mut ids {
-            ids.appended(appended.gsn);
+        let end = log.append_leaf(change, page_lsn, self.page_size(), &mut fill, keys);
+        if let Some(mut ids) = ids {
             ids.logged(page_id);
             if let Some(added) = blobs.added {
                 ids.extents_logged(&added.extents);
             }
             if let Some(dropped) = dropped {
-                ids.release_extents(&dropped.extents, appended.round);
+                ids.release_extents(&dropped.extents, end);
             }
         }
-        drop(ids);
-        self.stamp(frame, guard, appended);
-        appended.round
-    }
-
-    /// Stamps the page in `frame` (latched by `guard`) with the record `appended` that
-    /// describes its latest change.
-    fn stamp(&self, frame: FrameId, guard: &mut ExclusiveGuard<'_>, appended: Appended) {
-        self.frame(frame).set_log_round(guard, appended.round);
         self.page_mut(frame, guard)
-            .set_u64(page_format::GSN_OFFSET, appended.gsn);
+            .set_u64(page_format::LSN_OFFSET, end);
+        end
     }
 
     /// Logs a structural change as one record: the images of the pages in `changed` (latched
@@ -143,18 +127,17 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Appends batch `batch`'s commit record, which frees the large values `dropped` its
-    /// changes replaced or removed; returns its log round.
+    /// changes replaced or removed; returns its end LSN.
     pub(crate) fn commit(&self, log: &Log, batch: u64, dropped: &[BlobRef]) -> u64 {
         if dropped.is_empty() {
-            return log.append(0, |writer, _| writer.commit(batch)).1.round;
+            return log.append(|writer, _| writer.commit(batch)).1;
         }
         let mut ids = self.page_ids.lock();
-        let ((), appended) = log.append(ids.gsn(), |writer, _| writer.commit(batch));
-        ids.appended(appended.gsn);
+        let end = log.append(|writer, _| writer.commit(batch)).1;
         for blob in dropped {
-            ids.release_extents(&blob.extents, appended.round);
+            ids.release_extents(&blob.extents, end);
         }
-        appended.round
+        end
     }
 
     /// Logs a node split: `changed` holds the new page with the left part, the node split
@@ -194,17 +177,16 @@ impl<P: Policy> BufferManager<P> {
         };
         let mut ids = self.page_ids.lock();
         ids.free_unreferenced(page_id);
-        let ((), appended) = log.append(ids.gsn(), |writer, _| {
+        log.append(|writer, _| {
             writer.structure::<FrameId>(&[], &[page_id], false, None, self.page_size(), |_, _| {
                 (0, 0)
             })
         });
-        ids.appended(appended.gsn);
     }
 
     /// Logs a structural change as `shape` says: a split logically if recovery will hold
     /// every changed page but the first, else (and every other shape) with the images of all
-    /// changed pages. A range step's keys leave the count `keys` under the log stripe's mutex; the
+    /// changed pages. A range step's keys leave the count `keys` under the log's mutex; the
     /// large values `blobs` are freed with the record.
     fn log_structure_record(
         &self,
@@ -227,22 +209,15 @@ impl<P: Policy> BufferManager<P> {
             .iter()
             .map(|(frame, _)| (self.frame(*frame).page_id(), *frame))
             .collect();
-        let gsn_of = |frame: FrameId| page_format::gsn(self.page(frame).all());
         // The oldest change among the pages a logical split needs recovery to hold.
         let oldest_needed = changed
             .get(1..)
             .unwrap_or_default()
             .iter()
-            .map(|(frame, _)| gsn_of(*frame))
+            .map(|(frame, _)| page_format::lsn(self.page(*frame).all()))
             .min()
             .unwrap_or(0);
-        // The record follows every change of the pages it changes or frees, and of the
-        // allocation.
-        let after = (changed.iter().map(|(frame, _)| *frame))
-            .chain(freed.iter().copied())
-            .map(gsn_of)
-            .fold(ids.gsn(), u64::max);
-        let ((), appended) = log.append(after, |writer, image_threshold| {
+        let ((), end) = log.append(|writer, image_threshold| {
             let (new_tree, step) = match shape {
                 Shape::Split(split) if oldest_needed > image_threshold => {
                     writer.split(&split);
@@ -264,16 +239,16 @@ impl<P: Policy> BufferManager<P> {
                 keys.fetch_sub(step.keys, Ordering::Relaxed);
             }
         });
-        ids.appended(appended.gsn);
         for (page_id, _) in &pages {
             ids.logged(*page_id);
         }
         for blob in blobs {
-            ids.release_extents(&blob.extents, appended.round);
+            ids.release_extents(&blob.extents, end);
         }
         drop(ids);
         for (frame, guard) in changed.iter_mut() {
-            self.stamp(*frame, guard, appended);
+            self.page_mut(*frame, guard)
+                .set_u64(page_format::LSN_OFFSET, end);
         }
     }
 
@@ -284,10 +259,10 @@ impl<P: Policy> BufferManager<P> {
         &self,
         log: &Log,
         key_counts: impl FnOnce() -> Vec<(u64, u64)>,
-    ) -> CheckpointTicket {
+    ) -> LogPosition {
         let ids = self.page_ids.lock();
         let (page_count, free) = ids.snapshot_for_log();
-        log.begin_checkpoint(page_count, &free, ids.gsn(), key_counts)
+        log.begin_checkpoint(page_count, &free, key_counts)
     }
 
     /// Copies the page in `frame` into `image` as it goes to disk or into the log: swizzled

@@ -29,8 +29,8 @@ const IDS_OFFSET: usize = PAGE_HEADER_SIZE + 16;
 pub(crate) enum ExtentAllocation {
     /// The extents, taken.
     Allocated(Vec<Extent>),
-    /// Nothing taken: the file would grow while extents freed by records of rounds up to this
-    /// one wait for it to be durable.
+    /// Nothing taken: the file would grow while extents freed by records up to this LSN wait
+    /// for it to be durable.
     WaitForLog(u64),
 }
 
@@ -49,28 +49,14 @@ pub(crate) struct PageIds {
     /// With a log: pages a logged record freed whose frames are not yet deleted (still
     /// resident, so not yet to be handed out again).
     freeing: rustc_hash::FxHashSet<u64>,
-    /// Large-value extents freed by a record of the log round beside them, in log order:
-    /// handed out again only once that round is durable, because a large value's pages are
+    /// Large-value extents freed by the record ending at the LSN beside them, in log order:
+    /// handed out again only once that LSN is durable, because a large value's pages are
     /// written before its record without waiting for the log (see `blob`), and must not land
     /// on pages that a crash could make referenced again.
     released: VecDeque<(u64, Extent)>,
-    /// With a log: the GSN of the last record that changed the allocation (records appended
-    /// under this lock follow it; see `wal`).
-    gsn: u64,
 }
 
 impl PageIds {
-    /// The GSN of the last logged record that changed the allocation.
-    pub(crate) fn gsn(&self) -> u64 {
-        self.gsn
-    }
-
-    /// A record with GSN `gsn` was appended under this lock.
-    pub(crate) fn appended(&mut self, gsn: u64) {
-        debug_assert!(gsn > self.gsn, "GSNs under the page-id lock grow");
-        self.gsn = gsn;
-    }
-
     pub(crate) fn new(page_count: u64, mut free: Vec<u64>, logged: bool) -> Self {
         // Consecutive free pages become runs again (the lists on disk are flat).
         free.sort_unstable_by(|a, b| b.cmp(a));
@@ -82,7 +68,6 @@ impl PageIds {
             unlogged_extents: Vec::new(),
             freeing: Default::default(),
             released: VecDeque::new(),
-            gsn: 0,
         };
         while let Some(first) = free.pop() {
             let mut pages = 1;
@@ -124,10 +109,10 @@ impl PageIds {
     /// Extents holding `pages` pages for a large value, at most `max_extents` of them: the
     /// smallest free run that holds the rest, else the largest free run if it is not shorter
     /// than `MIN_EXTENT_PAGES`, else pages from the end of the file. Extents freed by records
-    /// of rounds up to `durable` (the log's durable round) are free again first.
+    /// up to `durable` (the log's durable LSN) are free again first.
     ///
     /// If the file would grow while extents freed by later records wait (see `released`) and
-    /// `may_wait`, takes nothing and returns [`ExtentAllocation::WaitForLog`] with the round to
+    /// `may_wait`, takes nothing and returns [`ExtentAllocation::WaitForLog`] with the LSN to
     /// make durable first: overwriting a large value again and again then reuses its space
     /// instead of growing the file by its size each time, at the cost of one sync.
     pub(crate) fn allocate_extents(
@@ -140,8 +125,8 @@ impl PageIds {
         debug_assert!(pages > 0 && max_extents > 0);
         self.reclaim(durable);
         let (from_runs, left) = self.plan_extents(pages, max_extents);
-        if let (true, true, Some(&(round, _))) = (left > 0, may_wait, self.released.back()) {
-            return ExtentAllocation::WaitForLog(round);
+        if let (true, true, Some(&(lsn, _))) = (left > 0, may_wait, self.released.back()) {
+            return ExtentAllocation::WaitForLog(lsn);
         }
         let mut extents = Vec::with_capacity(from_runs.len() + 1);
         for run in from_runs {
@@ -212,25 +197,25 @@ impl PageIds {
         }
     }
 
-    /// Frees the extents of a large value that a record of log round `round` stopped
-    /// referencing: free at once for a checkpoint's snapshot, handed out again once `round` is
-    /// durable (see `released`). Without a log (`round` 0) free at once.
-    pub(crate) fn release_extents(&mut self, extents: &[Extent], round: u64) {
+    /// Frees the extents of a large value that the record ending at `lsn` stopped
+    /// referencing: free at once for a checkpoint's snapshot, handed out again once `lsn` is
+    /// durable (see `released`). Without a log (`lsn` 0) free at once.
+    pub(crate) fn release_extents(&mut self, extents: &[Extent], lsn: u64) {
         if self.unlogged.is_none() {
             for extent in extents {
                 self.add_run(extent.first, extent.pages);
             }
             return;
         }
-        debug_assert!(self.released.back().is_none_or(|&(last, _)| last <= round));
+        debug_assert!(self.released.back().is_none_or(|&(last, _)| last <= lsn));
         self.released
-            .extend(extents.iter().map(|&extent| (round, extent)));
+            .extend(extents.iter().map(|&extent| (lsn, extent)));
     }
 
     /// Frees the released extents whose records are durable up to `durable`.
     fn reclaim(&mut self, durable: u64) {
-        while let Some(&(round, extent)) = self.released.front() {
-            if round > durable {
+        while let Some(&(lsn, extent)) = self.released.front() {
+            if lsn > durable {
                 break;
             }
             self.released.pop_front();
@@ -512,7 +497,7 @@ mod tests {
         );
         ids.extents_logged(&fits);
         ids.extents_logged(&grown);
-        // Released in round 500: free in a checkpoint's snapshot at once, reused once durable.
+        // Released at LSN 500: free in a checkpoint's snapshot at once, reused once durable.
         ids.release_extents(&fits, 500);
         assert!(ids.snapshot_for_log().1.contains(&15));
         assert_eq!(taken(&mut ids, 20, 8, 499)[0].first, 130);
@@ -536,7 +521,7 @@ mod tests {
     fn a_value_that_would_grow_the_file_waits_for_released_extents() {
         // Two free runs of 2 pages (4 in all, but neither holds 3 pages, and both are shorter
         // than an extent taken in parts) and a released extent of 3 pages whose record ends
-        // in round 700.
+        // at LSN 700.
         let mut ids = PageIds::new(20, vec![4, 5, 7, 8], true);
         let value = Extent {
             first: 10,
@@ -545,7 +530,7 @@ mod tests {
         ids.release_extents(&[value], 700);
         let wait = ids.allocate_extents(3, 8, 600, true);
         assert_eq!(wait, ExtentAllocation::WaitForLog(700));
-        // Nothing was taken meanwhile; once round 700 is durable the released extent is reused.
+        // Nothing was taken meanwhile; once LSN 700 is durable the released extent is reused.
         assert_eq!(
             ids.allocate_extents(3, 8, 700, true),
             ExtentAllocation::Allocated(vec![value])

@@ -4,7 +4,7 @@
 //! with one write each (fewer system calls and device requests than a write per page).
 //!
 //! Invariants: no frame index reaches the disk; an older image never lands after a newer one
-//! (the `writing` claim); no image is written before the log round of its last change is durable
+//! (the `writing` claim); no image is written before the log is durable up to its page LSN
 //! (the WAL rule); the dirty flag is cleared only if the page did not change since its copy
 //! was taken.
 
@@ -92,8 +92,6 @@ impl<P: Policy> BufferManager<P> {
         debug_assert!(images.len() >= run.len() * page_size);
         // The version of each page copied (None: not written with the run).
         let mut copied: Vec<Option<u64>> = Vec::with_capacity(run.len());
-        // The latest log round of a change copied.
-        let mut newest = None;
         let mut moved = Vec::new();
         for (slot, &(page_id, frame)) in run.iter().enumerate() {
             let header = self.frame(frame);
@@ -107,13 +105,18 @@ impl<P: Policy> BufferManager<P> {
                 let image = &mut images[slot * page_size..(slot + 1) * page_size];
                 self.copy_for_disk(frame, image);
                 page_format::seal(image, page_id);
-                newest = newest.max(Some(header.log_round()));
             }
             copied.push(writable.then(|| shared.version()));
         }
         // The WAL rule, for all of them at once.
-        if let (Some(log), Some(round)) = (&self.log, newest) {
-            log.wait_durable(round)?;
+        if let Some(log) = &self.log {
+            let newest = (0..run.len())
+                .filter(|&slot| copied[slot].is_some())
+                .map(|slot| page_format::lsn(&images[slot * page_size..]))
+                .max();
+            if let Some(lsn) = newest {
+                log.wait_durable(lsn)?;
+            }
         }
         let mut slot = 0;
         while slot < run.len() {
@@ -165,11 +168,10 @@ impl<P: Policy> BufferManager<P> {
         let version = shared.version();
         let mut image = AlignedBuf::new(self.page_size());
         self.copy_for_disk(frame, &mut image);
-        let round = header.log_round();
         drop(shared);
         // The WAL rule: the records describing this image are durable before it is written.
         if let Some(log) = &self.log {
-            log.wait_durable(round)?;
+            log.wait_durable(page_format::lsn(&image))?;
         }
         page_format::seal(&mut image, page_id);
         self.storage

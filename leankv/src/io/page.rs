@@ -8,7 +8,7 @@
 //! | 4      | page type (see [`PageType`])                           |
 //! | 5..8   | reserved, zero                                         |
 //! | 8..16  | page id (guards against misdirected reads and writes)  |
-//! | 16..24 | page GSN: that of the last log record describing it    |
+//! | 16..24 | page LSN: end of the last log record describing it     |
 //!
 //! Invariant: a page image is trusted only after `verify` accepted its checksum, its page id
 //! (the id it was read for) and its type; `seal` is the last thing done to an image before it
@@ -18,7 +18,7 @@
 pub(crate) const PAGE_HEADER_SIZE: usize = 24;
 const TYPE_OFFSET: usize = 4;
 const PAGE_ID_OFFSET: usize = 8;
-pub(crate) const GSN_OFFSET: usize = 16;
+pub(crate) const LSN_OFFSET: usize = 16;
 
 /// Page sizes leankv reads and writes: powers of two from 4 KiB to 64 KiB (slot offsets are
 /// 16-bit).
@@ -63,17 +63,17 @@ pub(crate) fn page_type(page: &[u8]) -> Option<PageType> {
     PageType::from_byte(*page.get(TYPE_OFFSET)?)
 }
 
-/// The page GSN: that of the last log record describing the page (0: none; see `wal`).
-pub(crate) fn gsn(page: &[u8]) -> u64 {
+/// The page LSN: the end of the last log record describing the page (0: none).
+pub(crate) fn lsn(page: &[u8]) -> u64 {
     u64::from_le_bytes(
-        page[GSN_OFFSET..GSN_OFFSET + 8]
+        page[LSN_OFFSET..LSN_OFFSET + 8]
             .try_into()
             .expect("8 bytes"),
     )
 }
 
-pub(crate) fn set_gsn(page: &mut [u8], gsn: u64) {
-    page[GSN_OFFSET..GSN_OFFSET + 8].copy_from_slice(&gsn.to_le_bytes());
+pub(crate) fn set_lsn(page: &mut [u8], lsn: u64) {
+    page[LSN_OFFSET..LSN_OFFSET + 8].copy_from_slice(&lsn.to_le_bytes());
 }
 
 /// Stamps the page id and checksum into a page image about to be written.

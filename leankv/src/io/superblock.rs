@@ -19,7 +19,7 @@
 //! | 64..72 | its offset in its log file                                  |
 //! | 72     | its log file (0 or 1)                                       |
 //! | 76..80 | log generation: counted up by every open                    |
-//! | 80..88 | log end: a new log starts at or above it, as LSN and GSN (above every page GSN) |
+//! | 80..88 | log end: a new log starts at or above it (above every page LSN) |
 //!
 //! With the log, the free list at 36..52 is written only by a clean close (recovery takes
 //! page count and free list from the checkpoint record instead).
@@ -31,11 +31,9 @@ const MAGIC: &[u8; 8] = b"LEANKV\0\n";
 /// there: closed.
 const OPEN_MARK: usize = 52;
 const LOG_MARK: usize = 53;
-/// The on-disk format this build reads and writes. 3: the log's frames carry GSNs, which pages
-/// carry instead of LSNs, and rounds end with sync marks (2 had one append point and no GSNs);
-/// 2: four-byte key heads in node slots and large values in blob pages (1 had two-byte heads
-/// and no large values).
-pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The on-disk format this build reads and writes. 2: four-byte key heads in node slots and
+/// large values in blob pages (1 had two-byte heads and no large values).
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// The decoded superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -292,7 +292,7 @@ impl<'a> Redo<'a> {
             _ => redo_remove(page, key),
         }
         .map_err(|reason| log_damage(page_id, reason))?;
-        page_format::set_gsn(page, end_lsn);
+        page_format::set_lsn(page, end_lsn);
         Ok(())
     }
 
@@ -312,7 +312,7 @@ impl<'a> Redo<'a> {
         check_image(bytes).map_err(|reason| log_damage(page_id, reason))?;
         let mut page = AlignedBuf::new(self.page_size);
         page.copy_from_slice(bytes);
-        page_format::set_gsn(&mut page, end_lsn);
+        page_format::set_lsn(&mut page, end_lsn);
         self.pages.insert(page_id, page)?;
         self.free.remove(&page_id);
         self.page_count = self.page_count.max(page_id + 1);
@@ -351,7 +351,7 @@ impl<'a> Redo<'a> {
             (split.left, Some(left)),
         ] {
             if let Some(mut page) = page {
-                page_format::set_gsn(&mut page, end_lsn);
+                page_format::set_lsn(&mut page, end_lsn);
                 self.pages.insert(page_id, page)?;
             }
         }

@@ -1,21 +1,12 @@
 //! The write-ahead log: every change that can reach the page file is described here first.
 //!
-//! Threads append records to stripes (`stripes`: one per few threads, so that concurrent
-//! writers share no append point); a record gets a GSN there, which orders it after every
-//! record it depends on (the pages it changes carry the GSN of their last change), and the
-//! round it belongs to. The log thread (`writer`) works in rounds: it closes the current round,
-//! collects every stripe's records of it, merges them by GSN into one stream, gives each frame
-//! its position (LSN) and ends the round with a sync mark, writes it, and syncs when a commit
-//! waits for durability (`Immediate`, group commit: every commit of the round shares the
-//! sync), when the `Eventual` delay is up, when a page write needs its records durable first
-//! (the WAL rule) or at shutdown. Between syncs it writes rounds ahead without syncing once a
-//! megabyte waits; writes wait while more than `MAX_QUEUED_BYTES` of log wait for the writer
-//! (a device slower than the appends), so memory stays bounded under any durability.
-//!
-//! Recovery keeps only whole rounds (up to the last intact sync mark): a round's records are
-//! all there or all lost, so the log after a crash is a prefix of the rounds, and since a
-//! commit that finished before another began has a round no later, a prefix of the commit
-//! order. Within a round, GSN order replays each page's changes in the order they were made.
+//! Appending copies an encoded record into an in-memory chunk under one mutex and returns the
+//! record's end position (its LSN); a writer thread writes chunks to the log file and syncs
+//! when a commit waits for durability (`Immediate`, group commit: every commit that arrived
+//! meanwhile shares the sync), when the `Eventual` delay is up, when a page write needs its
+//! records durable first (the WAL rule) or at shutdown. Between syncs it writes large chunks
+//! ahead without syncing; writes wait while more than `MAX_QUEUED_BYTES` of log wait for the
+//! writer (a device slower than the appends), so memory stays bounded under any durability.
 //!
 //! The log lives in two files used in turn: a checkpoint starts the other file (from offset 0)
 //! when the last completed checkpoint started in the current one, so the file being overwritten
@@ -26,19 +17,16 @@
 //! leading bytes, by the next write. A torn sector therefore holds either the old bytes (whose
 //! records were synced, or are lost unsynced) or the new ones.
 //!
-//! Invariants: a round is durable only after every earlier one; a page whose last change
-//! belongs to a round that is not durable is never written (callers wait with
-//! [`Log::wait_durable`] for the round their frame records); a failed write or sync (or a
-//! panic of the writer thread) poisons the log: every later wait fails, so no page reaches the
-//! disk ahead of records that may be lost, and no commit waits for a sync that will not come.
+//! Invariants: `durable <= written <= end`; a page image whose LSN is above `durable` is never
+//! written (callers wait with [`Log::wait_durable`]); a failed write or sync (or a panic of the
+//! writer thread) poisons the log: every later wait fails, so no page reaches the disk ahead
+//! of records that may be lost, and no commit waits for a sync that will not come.
 
 mod decode;
 mod reader;
 pub(crate) mod record;
-mod stripes;
 #[cfg(test)]
 mod tests;
-mod writer;
 
 pub(crate) use decode::Outline;
 #[cfg(test)]
@@ -48,24 +36,27 @@ pub(crate) use record::{
     Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, RangeRemoval,
     RangeStep, Record, Split,
 };
-pub(crate) use stripes::Appended;
-pub(crate) use writer::Tail;
+
+use record::{stamp, FRAME_HEADER};
 
 use crate::error::{Error, Result};
-use crate::io::Storage;
+use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use stripes::Stripes;
 
-/// LSNs and GSNs beyond this come only from damaged files (at 1 GB/s of log it takes 146
-/// years).
+/// LSNs beyond this come only from damaged files (at 1 GB/s of log it takes 146 years).
 pub(crate) const MAX_LSN: u64 = 1 << 62;
 
 /// The writer writes (without syncing) once this many bytes wait, to bound memory.
 const WRITE_AHEAD_BYTES: usize = 1 << 20;
+/// A chunk buffer's capacity: what the writer takes at once, usually, with room to spare so
+/// that appends rarely reallocate (buffers are reused).
+const CHUNK_CAPACITY: usize = WRITE_AHEAD_BYTES + (WRITE_AHEAD_BYTES >> 2);
+/// Chunk buffers kept for reuse.
+const SPARE_CHUNKS: usize = 4;
 /// Log bytes appended but not yet taken by the writer beyond which writes wait in `admit`
 /// (the device is slower than the appends): the log's memory stays bounded.
 const MAX_QUEUED_BYTES: usize = 64 << 20;
@@ -99,16 +90,66 @@ pub(crate) struct LogCounters {
     pub(crate) syncs: u64,
 }
 
-/// A checkpoint begun: its record's GSN and round ([`Log::checkpoint_position`] finds where
-/// the record was placed).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CheckpointTicket {
-    gsn: u64,
-    round: u64,
+/// A thread's buffers for encoding a leaf record before it takes the log's mutex.
+#[derive(Default)]
+struct Staged {
+    frame: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+thread_local! {
+    static STAGED: std::cell::RefCell<Staged> = std::cell::RefCell::default();
+}
+
+/// Log bytes appended since the writer last took them, laid out to be written in place:
+/// `bytes[lead..]` are the records, from file offset `offset`, and the `lead` bytes before
+/// them leave room for the file's partial sector (written again) such that the write starts
+/// on an [`IO_ALIGNMENT`] boundary in memory, as direct I/O needs. Copying each megabyte
+/// chunk into an aligned buffer instead flushed the writer's core's cache (YCSB A with the
+/// log, 2 threads on 2 cores: about 4% of throughput).
+struct Chunk {
+    file: usize,
+    offset: u64,
+    start_lsn: u64,
+    lead: usize,
+    bytes: Vec<u8>,
+}
+
+impl Chunk {
+    /// A chunk of `bytes` (emptied) starting at `offset` of `file`, log position `start_lsn`.
+    fn new(file: usize, offset: u64, start_lsn: u64, mut bytes: Vec<u8>) -> Chunk {
+        bytes.clear();
+        let in_sector = (offset % IO_ALIGNMENT as u64) as usize;
+        let to_boundary = bytes.as_ptr() as usize % IO_ALIGNMENT;
+        let lead = in_sector + (IO_ALIGNMENT - to_boundary) % IO_ALIGNMENT;
+        bytes.resize(lead, 0);
+        Chunk {
+            file,
+            offset,
+            start_lsn,
+            lead,
+            bytes,
+        }
+    }
+
+    fn records(&self) -> &[u8] {
+        &self.bytes[self.lead..]
+    }
 }
 
 struct State {
-    /// The round the log must be durable up to (commits and page writes wait for it).
+    /// The chunk appends go to (kept inline: appending touches few cache lines).
+    open: Option<Chunk>,
+    /// Earlier chunks not yet taken by the writer (a checkpoint switched files).
+    sealed: Vec<Chunk>,
+    pending_bytes: usize,
+    /// Next LSN, and where it lands.
+    end: u64,
+    file: usize,
+    file_offset: u64,
+    generation: u32,
+    /// File of the last completed checkpoint, and its LSN.
+    checkpoint: LogPosition,
     requested: u64,
     eventual_deadline: Option<Instant>,
     failed: Option<String>,
@@ -116,14 +157,10 @@ struct State {
     /// checkpoint fail with it instead of waiting for one that may never come.
     checkpoint_failure: Option<String>,
     shutdown: bool,
-    /// Set by the writer thread as it ends: nothing becomes durable any more.
-    stopped: bool,
-    /// The last completed checkpoint.
-    checkpoint: LogPosition,
-    /// The last checkpoint record placed, by GSN, and where.
-    placed_checkpoint: Option<(u64, LogPosition)>,
-    /// The LSN after the last frame placed.
-    placed_end: u64,
+    /// Chunk buffers the writer has written, kept for reuse.
+    spare: Vec<Vec<u8>>,
+    /// Where page images are assembled (see `FrameWriter::scratch`).
+    scratch: Vec<u8>,
 }
 
 struct Inner {
@@ -136,21 +173,18 @@ struct Inner {
     data_writes: AtomicU64,
     data_synced: AtomicU64,
     config: LogConfig,
-    generation: u32,
-    stripes: Stripes,
     state: Mutex<State>,
     /// Wakes the writer thread.
     work: Condvar,
     /// Wakes threads waiting for durability or for a checkpoint.
     progress: Condvar,
-    /// Every round up to this one is durable.
-    durable_round: AtomicU64,
+    durable: AtomicU64,
     /// Set while an `Eventual` sync is due (`State::eventual_deadline` is set).
     sync_armed: AtomicBool,
     /// Set once `State::failed` is.
     failed: AtomicBool,
-    /// Pages whose last change has a GSN at or below this log an image at their next change.
-    /// Changed with every stripe locked, at checkpoints.
+    /// Pages whose last change ends at or before this LSN log an image at their next change.
+    /// Changed under the state's mutex, at checkpoints; read before a leaf record is encoded.
     redo_ptr: AtomicU64,
     /// Set while writes must wait (see `Inner::must_wait`; `admit` runs before every write and
     /// reads only this; it changes rarely).
@@ -168,8 +202,7 @@ pub(crate) struct Log {
 
 impl Log {
     /// Starts a log that continues at `end` (the end of what recovery read, in `end.file` at
-    /// `end.offset`; its records' GSNs start after `end.gsn`) with a new `generation`;
-    /// `checkpoint` is the last completed checkpoint.
+    /// `end.offset`) with a new `generation`; `checkpoint` is the last completed checkpoint.
     pub(crate) fn start(
         files: [Arc<dyn Storage>; 2],
         data_file: Arc<dyn Storage>,
@@ -184,35 +217,39 @@ impl Log {
             data_writes: AtomicU64::new(0),
             data_synced: AtomicU64::new(0),
             config,
-            generation,
-            stripes: Stripes::new(end.gsn),
             state: Mutex::new(State {
+                open: None,
+                sealed: Vec::new(),
+                pending_bytes: 0,
+                end: end.lsn,
+                file: end.file,
+                file_offset: end.offset,
+                generation,
+                checkpoint,
                 requested: 0,
                 eventual_deadline: None,
                 failed: None,
                 checkpoint_failure: None,
                 shutdown: false,
-                stopped: false,
-                checkpoint,
-                placed_checkpoint: None,
-                placed_end: end.lsn,
+                spare: Vec::new(),
+                scratch: Vec::new(),
             }),
             work: Condvar::new(),
             progress: Condvar::new(),
-            durable_round: AtomicU64::new(0),
+            durable: AtomicU64::new(end.lsn),
             sync_armed: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             throttled: AtomicBool::new(false),
-            // Every page changed before this life's first checkpoint logs its image.
-            redo_ptr: AtomicU64::new(end.gsn),
+            redo_ptr: AtomicU64::new(checkpoint.lsn),
             next_batch: AtomicU64::new(u64::from(generation) << 32),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
         });
         let thread_inner = inner.clone();
+        let tail = end.tail;
         let writer = std::thread::Builder::new()
             .name("leankv-log".into())
-            .spawn(move || thread_inner.write_loop(end))
+            .spawn(move || thread_inner.write_loop(tail))
             .map_err(|e| Error::io("starting the log writer", e))?;
         Ok(Log {
             inner,
@@ -221,43 +258,57 @@ impl Log {
     }
 
     /// Appends records written by `write`, which also learns the image threshold (pages whose
-    /// GSN is at or below it must be logged as images), after every record with a GSN up to
-    /// `after` (what they depend on: the GSNs of the pages they describe, and of the page-id
-    /// allocation if they change it). Returns `write`'s result and what the append gave them.
-    pub(crate) fn append<R>(
-        &self,
-        after: u64,
-        write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R,
-    ) -> (R, Appended) {
-        let (mut stripe, round) = self.inner.stripes.lock_mine();
-        let threshold = self.inner.redo_ptr.load(Ordering::Acquire);
-        let (result, gsn, report) = stripe.append(round, after, |writer| write(writer, threshold));
-        drop(stripe);
-        if let Some(bytes) = report {
-            self.inner.reported(bytes);
-        }
-        (result, Appended { gsn, round })
+    /// LSN is at or below it must be logged as images). Returns `write`'s result and the end
+    /// LSN of what it appended.
+    pub(crate) fn append<R>(&self, write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R) -> (R, u64) {
+        let mut state = self.inner.state.lock();
+        let result = self.inner.append_locked(&mut state, write);
+        (result, state.end)
     }
 
-    /// Appends a leaf record: `change` to a page whose last change has GSN `page_gsn`, after
-    /// every record up to `after` as well, with the page's image (`fill` writes it,
-    /// `page_size` bytes) if the page's last change lies at or before the image threshold;
-    /// the tree's key count `keys` changes as the operation does (see `begin_checkpoint`).
+    /// Appends a leaf record: `change` to a page whose last change ended at `page_lsn`, with
+    /// the page's image (`fill` writes it, `page_size` bytes) if the page's last change lies
+    /// at or before the image threshold. The record is encoded and checksummed before the
+    /// mutex is taken; under it, it is only copied and given its position, and the tree's key
+    /// count `keys` changes as the operation does (see `begin_checkpoint`). Returns its end.
     pub(crate) fn append_leaf(
         &self,
         change: LeafChange<'_>,
-        page_gsn: u64,
-        after: u64,
+        page_lsn: u64,
         page_size: usize,
         fill: &mut FillImage<'_>,
         keys: &AtomicU64,
-    ) -> Appended {
-        let ((), appended) = self.append(page_gsn.max(after), |writer, threshold| {
-            let image = (page_gsn <= threshold).then_some((page_size, fill));
-            writer.leaf(change, image);
+    ) -> u64 {
+        STAGED.with(|staged| {
+            let mut staged = staged.borrow_mut();
+            let Staged { frame, scratch } = &mut *staged;
+            let mut encode = |with_image: bool, frame: &mut Vec<u8>| {
+                frame.clear();
+                let mut writer = FrameWriter {
+                    out: frame,
+                    base: 0,
+                    lead: 0,
+                    generation: 0,
+                    scratch,
+                    payload_checksum: 0,
+                    placed: false,
+                };
+                let image = with_image.then_some((page_size, &mut *fill));
+                writer.leaf(change, image);
+                writer.payload_checksum
+            };
+            let imaged = page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire);
+            let mut payload_checksum = encode(imaged, frame);
+            let mut state = self.inner.state.lock();
+            if !imaged && page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire) {
+                // A checkpoint began meanwhile: the change must carry the page's image.
+                payload_checksum = encode(true, frame);
+            }
+            self.inner
+                .append_encoded(&mut state, frame, payload_checksum);
             change.op.count_keys(keys);
-        });
-        appended
+            state.end
+        })
     }
 
     /// A fresh batch id, unique across the lives of the database (the generation leads).
@@ -265,25 +316,22 @@ impl Log {
         self.inner.next_batch.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Makes the log durable up to round `round` (group commit: one sync serves every waiter).
-    pub(crate) fn wait_durable(&self, round: u64) -> Result<()> {
-        if self.inner.durable_round.load(Ordering::Acquire) >= round {
+    /// Makes the log durable up to `lsn` (group commit: one sync serves every waiter).
+    pub(crate) fn wait_durable(&self, lsn: u64) -> Result<()> {
+        if self.inner.durable.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
         let mut state = self.inner.state.lock();
-        if state.requested < round {
-            state.requested = round;
+        if state.requested < lsn {
+            state.requested = lsn;
             self.inner.work.notify_one();
         }
         loop {
             if let Some(reason) = &state.failed {
                 return Err(log_failed(reason));
             }
-            if self.inner.durable_round.load(Ordering::Acquire) >= round {
+            if self.inner.durable.load(Ordering::Acquire) >= lsn {
                 return Ok(());
-            }
-            if state.stopped {
-                return Err(Error::Closed);
             }
             self.inner.progress.wait(&mut state);
         }
@@ -293,8 +341,7 @@ impl Log {
     /// failed earlier (the commit can never become durable).
     pub(crate) fn sync_eventually(&self) -> Result<()> {
         // Fast path: a sync is already due for everything appended so far (the writer clears
-        // `sync_armed` before it closes the round it syncs, so a record of a later round sees
-        // it cleared).
+        // `sync_armed` in the same critical section in which it takes the chunks it syncs).
         if self.inner.sync_armed.load(Ordering::Acquire) {
             return self.check_healthy();
         }
@@ -328,15 +375,9 @@ impl Log {
         }
     }
 
-    /// Every round up to this one is durable.
-    pub(crate) fn durable_round(&self) -> u64 {
-        self.inner.durable_round.load(Ordering::Acquire)
-    }
-
-    /// The round records appended now belong to: once it is durable, so is everything
-    /// appended before this call.
-    pub(crate) fn current_round(&self) -> u64 {
-        self.inner.stripes.round()
+    /// How far the log is durable.
+    pub(crate) fn durable(&self) -> u64 {
+        self.inner.durable.load(Ordering::Acquire)
     }
 
     /// A large value has been written to the page file (not synced) and a record referencing
@@ -346,63 +387,39 @@ impl Log {
         self.inner.data_writes.fetch_add(1, Ordering::Release);
     }
 
-    /// Where the next life's log may start, as LSN and as GSN: above every position and every
-    /// GSN this log gave (after shutdown).
-    pub(crate) fn next_start(&self) -> u64 {
-        let clock = (self.inner.stripes.lock_all().iter())
-            .map(|stripe| stripe.clock())
-            .max()
-            .unwrap_or(0);
-        clock.max(self.inner.state.lock().placed_end)
+    /// The current end of the log.
+    pub(crate) fn end(&self) -> u64 {
+        self.inner.state.lock().end
     }
 
-    /// Begins a checkpoint: with every stripe locked (no record is appended meanwhile),
-    /// appends its record with the page count, the free list and the key counts `key_counts`
-    /// takes (under the stripes' mutexes, under which every leaf record changes them, so they
-    /// are exact at the record), with a GSN above every record before it and below every
-    /// record after it. The caller holds the page-id lock, under which every `Free` record is
-    /// appended, so the free list is exact at the record too; `ids_gsn` is the page-id
-    /// allocation's GSN. From now on a page changed for the first time logs an image. The
-    /// record goes at the start of the other file if that holds nothing recovery could need
-    /// (see [`Self::checkpoint_position`]).
+    /// Begins a checkpoint: appends its record with the page count, the free list and the
+    /// key counts `key_counts` takes (under the log's mutex, under which every leaf record
+    /// changes them, so they are exact at the record), in the other file if that holds
+    /// nothing recovery could need. The caller holds the page-id lock, under which every
+    /// `Free` record is appended, so the free list is exact at the record too. From now on a
+    /// page changed for the first time logs an image. Returns where the record lies.
     pub(crate) fn begin_checkpoint(
         &self,
         page_count: u64,
         free: &[u64],
-        ids_gsn: u64,
         key_counts: impl FnOnce() -> Vec<(u64, u64)>,
-    ) -> CheckpointTicket {
-        let stripes = &self.inner.stripes;
-        let mut locked = stripes.lock_all();
-        let round = stripes.round();
-        let before = locked.iter().map(|stripe| stripe.clock()).max();
-        let gsn = before.unwrap_or(0).max(ids_gsn) + 1;
-        self.inner.redo_ptr.store(gsn, Ordering::Release);
+    ) -> LogPosition {
+        let mut state = self.inner.state.lock();
+        if state.checkpoint.file == state.file {
+            state.file = 1 - state.file;
+            state.file_offset = 0;
+        }
+        let position = LogPosition {
+            file: state.file,
+            offset: state.file_offset,
+            lsn: state.end,
+        };
+        self.inner.redo_ptr.store(state.end, Ordering::Release);
         let key_counts = key_counts();
-        let mine = stripes.my_index();
-        let ((), appended, report) = locked[mine].append(round, gsn - 1, |writer| {
+        self.inner.append_locked(&mut state, |writer, _| {
             writer.checkpoint(page_count, free, &key_counts)
         });
-        debug_assert_eq!(appended, gsn);
-        for stripe in &mut locked {
-            stripe.advance_clock(gsn);
-        }
-        drop(locked);
-        if let Some(bytes) = report {
-            self.inner.reported(bytes);
-        }
-        CheckpointTicket { gsn, round }
-    }
-
-    /// Where the record of the checkpoint `ticket` lies, once it is durable.
-    pub(crate) fn checkpoint_position(&self, ticket: CheckpointTicket) -> Result<LogPosition> {
-        self.wait_durable(ticket.round)?;
-        match self.inner.state.lock().placed_checkpoint {
-            Some((gsn, position)) if gsn == ticket.gsn => Ok(position),
-            _ => Err(log_failed(
-                "the log thread did not place the checkpoint's record (a bug)",
-            )),
-        }
+        position
     }
 
     /// Records that the checkpoint at `position` is complete (its pages and the superblock
@@ -426,10 +443,8 @@ impl Log {
     /// Whether enough log was written since the last checkpoint began to start another.
     pub(crate) fn wants_checkpoint(&self) -> bool {
         let state = self.inner.state.lock();
-        let begun = state
-            .placed_checkpoint
-            .map_or(state.checkpoint.lsn, |(_, position)| position.lsn);
-        state.placed_end.saturating_sub(begun) >= self.inner.config.checkpoint_bytes
+        state.end - self.inner.redo_ptr.load(Ordering::Acquire)
+            >= self.inner.config.checkpoint_bytes
     }
 
     /// Waits (before a write latches anything) while the log is far beyond its checkpoint
@@ -447,12 +462,10 @@ impl Log {
                     std::io::Error::other(format!("the last checkpoint failed: {reason}")),
                 ));
             }
-            self.inner.work.notify_one();
             self.inner
                 .progress
                 .wait_for(&mut state, Duration::from_millis(10));
         }
-        self.inner.update_throttle(&state);
         Ok(())
     }
 
@@ -481,17 +494,17 @@ impl Log {
         Ok(())
     }
 
-    /// Writes and syncs everything appended, then stops the writer thread (once: a second
-    /// call only reports whether the log failed).
+    /// Writes and syncs everything appended, then stops the writer thread.
     pub(crate) fn shut_down(&self) -> Result<()> {
-        let mut writer = self.writer.lock();
-        let Some(thread) = writer.take() else {
-            return self.check_healthy();
-        };
-        let synced = self.wait_durable(self.current_round());
-        self.inner.state.lock().shutdown = true;
+        let end = self.end();
+        let synced = self.wait_durable(end);
+        let mut state = self.inner.state.lock();
+        state.shutdown = true;
+        drop(state);
         self.inner.work.notify_all();
-        let _ = thread.join();
+        if let Some(writer) = self.writer.lock().take() {
+            let _ = writer.join();
+        }
         synced
     }
 }
@@ -509,6 +522,29 @@ fn log_failed(reason: &str) -> Error {
     )
 }
 
+/// The writer thread's knowledge of the partial sector at the end of a file.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tail {
+    pub(crate) file: usize,
+    /// Offset of the partial sector, and its bytes so far.
+    pub(crate) offset: u64,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// Fails the log if the writer thread unwinds (a bug), so that committers get an error
+/// instead of waiting for a sync that would never come.
+struct FailOnPanic<'a>(&'a Inner);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Unwinding dropped the writer's guard of `state` already (declared later).
+            let reason = "the log writer panicked".to_string();
+            self.0.fail(&mut self.0.state.lock(), reason);
+        }
+    }
+}
+
 impl Inner {
     /// Fails the log: nothing more can be made durable; waiters see the failure.
     fn fail(&self, state: &mut State, reason: String) {
@@ -519,28 +555,239 @@ impl Inner {
         self.progress.notify_all();
     }
 
-    /// A stripe reported `bytes` more appended: wakes the writer once a megabyte waits, and
-    /// makes writes wait (in `admit`) beyond `MAX_QUEUED_BYTES`.
-    fn reported(&self, bytes: usize) {
-        let queued = self.stripes.report(bytes);
-        if queued >= WRITE_AHEAD_BYTES {
+    fn append_locked<R>(
+        &self,
+        state: &mut State,
+        write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R,
+    ) -> R {
+        if state
+            .open
+            .as_ref()
+            .is_none_or(|open| open.file != state.file)
+        {
+            let bytes = state
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(CHUNK_CAPACITY));
+            let chunk = Chunk::new(state.file, state.file_offset, state.end, bytes);
+            if let Some(earlier) = state.open.replace(chunk) {
+                state.sealed.push(earlier);
+            }
+        }
+        let State {
+            open,
+            generation,
+            scratch,
+            ..
+        } = state;
+        let chunk = open.as_mut().expect("opened above");
+        let before = chunk.bytes.len();
+        let mut writer = FrameWriter {
+            out: &mut chunk.bytes,
+            base: chunk.start_lsn,
+            lead: chunk.lead,
+            generation: *generation,
+            scratch,
+            payload_checksum: 0,
+            placed: true,
+        };
+        let result = write(&mut writer, self.redo_ptr.load(Ordering::Acquire));
+        let added = chunk.bytes.len() - before;
+        state.end += added as u64;
+        state.file_offset += added as u64;
+        state.pending_bytes += added;
+        if !self.throttled.load(Ordering::Relaxed) && self.must_wait(state) {
+            self.update_throttle(state);
+        }
+        if state.pending_bytes >= WRITE_AHEAD_BYTES {
             self.work.notify_one();
         }
-        if queued > MAX_QUEUED_BYTES && !self.throttled.load(Ordering::Relaxed) {
-            self.throttled.store(true, Ordering::Release);
-        }
+        result
     }
 
     /// Whether writes must wait in `admit`: the log is more than four checkpoint intervals
     /// beyond the last completed checkpoint, or more than `MAX_QUEUED_BYTES` wait for the
     /// writer.
     fn must_wait(&self, state: &State) -> bool {
-        state.placed_end.saturating_sub(state.checkpoint.lsn) > 4 * self.config.checkpoint_bytes
-            || self.stripes.queued() > MAX_QUEUED_BYTES
+        state.end.saturating_sub(state.checkpoint.lsn) > 4 * self.config.checkpoint_bytes
+            || state.pending_bytes > MAX_QUEUED_BYTES
     }
 
     fn update_throttle(&self, state: &State) {
         self.throttled
             .store(self.must_wait(state), Ordering::Release);
+    }
+
+    /// Appends `frame`, encoded at position 0 of generation 0 with payload checksum
+    /// `payload_checksum`, stamping its real position and generation.
+    fn append_encoded(&self, state: &mut State, frame: &[u8], payload_checksum: u32) {
+        let generation = state.generation;
+        let (header, payload) = frame.split_at(FRAME_HEADER);
+        let mut header: [u8; FRAME_HEADER] = header.try_into().expect("a whole frame");
+        self.append_locked(state, |writer, _| {
+            let lsn = writer.position();
+            // Stamped on the stack, not in the chunk: reading back bytes just copied into
+            // the chunk's cold cache lines stalled every append under the mutex.
+            stamp(&mut header, lsn, generation, payload_checksum);
+            writer.out.extend_from_slice(&header);
+            writer.out.extend_from_slice(payload);
+        });
+    }
+
+    fn write_loop(&self, mut tail: Tail) {
+        let _fail_on_panic = FailOnPanic(self);
+        // Files written since their last sync.
+        let mut unsynced = [false; 2];
+        // The sector-aligned copy of what is written, reused.
+        let mut buffer = AlignedBuf::new(0);
+        let mut state = self.state.lock();
+        loop {
+            if state.failed.is_some() {
+                // A failed log writes nothing more: what it would write follows records that
+                // may be lost. Appends after the failure are dropped; waiters see the failure.
+                state.open = None;
+                state.sealed.clear();
+                state.pending_bytes = 0;
+                self.progress.notify_all();
+                if state.shutdown {
+                    return;
+                }
+                self.work.wait(&mut state);
+                continue;
+            }
+            let now = Instant::now();
+            let due = state.eventual_deadline.is_some_and(|at| at <= now);
+            let wanted = state.requested > self.durable.load(Ordering::Acquire);
+            let sync = due || wanted || state.shutdown;
+            if !sync && state.pending_bytes < WRITE_AHEAD_BYTES {
+                match state.eventual_deadline {
+                    Some(at) => {
+                        self.work
+                            .wait_for(&mut state, at.saturating_duration_since(now));
+                    }
+                    None => self.work.wait(&mut state),
+                }
+                continue;
+            }
+            let nothing_appended = state.open.is_none() && state.sealed.is_empty();
+            if state.shutdown && nothing_appended {
+                return;
+            }
+            if !nothing_appended {
+                // How far the log was durable before this write: recovery finding damage
+                // below that knows synced records were lost (see `reader`).
+                let durable = self.durable.load(Ordering::Acquire);
+                self.append_locked(&mut state, |writer, _| writer.sync_mark(durable));
+            }
+            let mut chunks = std::mem::take(&mut state.sealed);
+            chunks.extend(state.open.take());
+            state.pending_bytes = 0;
+            if self.throttled.load(Ordering::Relaxed) {
+                // Writers waiting for the queue to drain go on (they are woken below).
+                self.update_throttle(&state);
+            }
+            let target = state.end;
+            if sync {
+                state.eventual_deadline = None;
+                self.sync_armed.store(false, Ordering::Release);
+            }
+            drop(state);
+            // Every large value a record in these chunks references was written before the
+            // record was appended, so before the chunks were taken: sync them first.
+            let outcome = self.sync_data().and_then(|()| {
+                self.write_chunks(&mut chunks, &mut buffer, &mut tail, &mut unsynced, sync)
+            });
+            state = self.state.lock();
+            for mut chunk in chunks {
+                if state.spare.len() < SPARE_CHUNKS && chunk.bytes.capacity() <= 2 * CHUNK_CAPACITY
+                {
+                    chunk.bytes.clear();
+                    state.spare.push(chunk.bytes);
+                }
+            }
+            match outcome {
+                Ok(()) if sync => self.durable.store(target, Ordering::Release),
+                Ok(()) => {}
+                Err(error) => self.fail(&mut state, error.to_string()),
+            }
+            self.progress.notify_all();
+        }
+    }
+
+    /// Syncs the page file if large values were written to it since its last sync here.
+    fn sync_data(&self) -> std::io::Result<()> {
+        let written = self.data_writes.load(Ordering::Acquire);
+        if written > self.data_synced.load(Ordering::Relaxed) {
+            self.data_file.sync()?;
+            self.data_synced.store(written, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes `chunks` as whole sectors (the partial last sector of a file again, from
+    /// `tail`), then syncs the files written if `sync`.
+    fn write_chunks(
+        &self,
+        chunks: &mut [Chunk],
+        buffer: &mut AlignedBuf,
+        tail: &mut Tail,
+        unsynced: &mut [bool; 2],
+        sync: bool,
+    ) -> std::io::Result<()> {
+        for chunk in chunks {
+            let records = chunk.records().len();
+            if records == 0 {
+                continue;
+            }
+            let aligned = chunk.offset - chunk.offset % IO_ALIGNMENT as u64;
+            let prefix: &[u8] = if tail.file == chunk.file && tail.offset == aligned {
+                &tail.bytes
+            } else {
+                &[]
+            };
+            debug_assert_eq!(aligned + prefix.len() as u64, chunk.offset);
+            let data_len = prefix.len() + records;
+            let len = data_len.next_multiple_of(IO_ALIGNMENT);
+            // In place when the chunk kept its buffer (a chunk that outgrew its capacity was
+            // moved) and has room for the padding; else through `buffer`.
+            let start = chunk.lead - prefix.len();
+            let in_place = (chunk.bytes.as_ptr() as usize + start).is_multiple_of(IO_ALIGNMENT)
+                && chunk.bytes.capacity() >= start + len;
+            let sectors: &mut [u8] = if in_place {
+                chunk.bytes.resize(start + len, 0);
+                &mut chunk.bytes[start..]
+            } else {
+                if buffer.len() < len {
+                    *buffer = AlignedBuf::new(len.next_power_of_two());
+                }
+                let buffer = &mut buffer[..len];
+                buffer[prefix.len()..data_len].copy_from_slice(chunk.records());
+                buffer[data_len..].fill(0);
+                buffer
+            };
+            sectors[..prefix.len()].copy_from_slice(prefix);
+            debug_assert_eq!(sectors.as_ptr() as usize % IO_ALIGNMENT, 0);
+            self.files[chunk.file].write_at(sectors, aligned)?;
+            self.bytes.fetch_add(records as u64, Ordering::Relaxed);
+            unsynced[chunk.file] = true;
+            let end = chunk.offset + records as u64;
+            let partial = (end % IO_ALIGNMENT as u64) as usize;
+            let sector = end - partial as u64;
+            *tail = Tail {
+                file: chunk.file,
+                offset: sector,
+                bytes: sectors[data_len - partial..data_len].to_vec(),
+            };
+        }
+        if sync {
+            for (file, unsynced) in unsynced.iter_mut().enumerate() {
+                if *unsynced {
+                    self.files[file].sync()?;
+                    self.syncs.fetch_add(1, Ordering::Relaxed);
+                    *unsynced = false;
+                }
+            }
+        }
+        Ok(())
     }
 }

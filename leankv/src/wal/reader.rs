@@ -7,8 +7,7 @@
 //! the previous frame's (a process that crashed left frames behind the point where the next one
 //! continued; they carry an older generation). Where the frames stop, the log may go on at the
 //! start of the other file, with the next checkpoint's record. The first frame that fails is
-//! the end of what survived; the log is cut after the last sync mark before it, which ends a
-//! round (see the `wal` module notes), and so recovery restores a prefix of the rounds.
+//! the end: a torn or unsynced tail is cut there, and so recovery restores a prefix of the log.
 //!
 //! A torn or unsynced tail is expected after a crash; damage to records that had been synced is
 //! not. Every write of the log carries a sync mark saying how far the log was durable before
@@ -46,8 +45,6 @@ pub(crate) struct LogEnd {
     pub(crate) file: usize,
     pub(crate) offset: u64,
     pub(crate) lsn: u64,
-    /// The largest GSN of the records read (the next life's records get larger ones).
-    pub(crate) gsn: u64,
     /// The partial sector at the end, which the next write writes again.
     pub(crate) tail: Tail,
 }
@@ -63,7 +60,7 @@ pub(crate) struct LogScan {
 }
 
 /// Reads the log from the checkpoint at `start`, whose record must be there, to the end of
-/// what survived, handing the outline of each record to `visit` with its GSN; then checks
+/// what survived, handing the outline of each record to `visit` with its end LSN; then checks
 /// that no synced record was lost.
 pub(crate) fn read_log(
     files: &[Arc<dyn Storage>; 2],
@@ -286,8 +283,6 @@ enum Next<T> {
         content: T,
         len: u64,
         generation: u32,
-        gsn: u64,
-        round_end: bool,
     },
     /// A frame at its place with its checksum holding, whose content does not decode.
     Undecodable(String),
@@ -327,29 +322,19 @@ fn next_frame<T: FrameContent>(
     if !header.checksum_holds(&header_bytes, payload) {
         return Ok(Next::End);
     }
-    if header.gsn > MAX_LSN {
-        // Intact, so not torn: damage or a forgery. Later GSNs are counted up from it.
-        return Ok(Next::Undecodable(format!(
-            "GSN {} out of range",
-            header.gsn
-        )));
-    }
     Ok(match T::decode(&header, payload) {
         Ok(content) => Next::Frame {
             content,
             len,
             generation: header.generation,
-            gsn: header.gsn,
-            round_end: header.is_sync_mark(),
         },
         Err(reason) => Next::Undecodable(reason),
     })
 }
 
-/// Hands what `T` decodes of the log's frames from the checkpoint at `start` to `visit`, with
-/// their GSNs, up to the end of the last whole round that survived or, if `stop` is given, up
-/// to that LSN (which must be where a round ends; a frame before it that does not decode is
-/// then an error).
+/// Hands what `T` decodes of the log's frames from the checkpoint at `start` to `visit`, up to
+/// the end of what survived or, if `stop` is given, up to that LSN (which must be where a
+/// frame ends; a frame before it that does not decode is then an error).
 fn walk<T: FrameContent>(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
@@ -382,23 +367,16 @@ fn walk<T: FrameContent>(
             ),
         ));
     }
-    // Without `stop`, the records of the round being read wait for its end: a round that did
-    // not survive whole is not handed on.
-    let mut pending: Vec<(u64, T)> = Vec::new();
-    let mut cut: Option<LogScan> = None;
     let mut records = 0;
-    let mut max_gsn = 0;
     let mut switched = false;
     loop {
         loop {
-            let (content, len, of, gsn, round_end) = match next {
+            let (content, len, of) = match next {
                 Next::Frame {
                     content,
                     len,
                     generation,
-                    gsn,
-                    round_end,
-                } => (content, len, generation, gsn, round_end),
+                } => (content, len, generation),
                 Next::Undecodable(reason) if stop.is_some() => {
                     return Err(Error::corruption(
                         0,
@@ -417,35 +395,7 @@ fn walk<T: FrameContent>(
             lsn += len;
             offset += len;
             records += 1;
-            max_gsn = max_gsn.max(gsn);
-            if stop.is_some() {
-                visit(gsn, content)?;
-            } else {
-                pending.push((gsn, content));
-            }
-            if round_end {
-                for (gsn, content) in pending.drain(..) {
-                    visit(gsn, content)?;
-                }
-                let partial = (offset % IO_ALIGNMENT as u64) as usize;
-                let sector = offset - partial as u64;
-                let bytes = window.get(sector, partial)?.unwrap_or_default().to_vec();
-                cut = Some(LogScan {
-                    end: LogEnd {
-                        file,
-                        offset,
-                        lsn,
-                        gsn: 0,
-                        tail: Tail {
-                            file,
-                            offset: sector,
-                            bytes,
-                        },
-                    },
-                    generation,
-                    records,
-                });
-            }
+            visit(lsn, content)?;
             if stop == Some(lsn) {
                 break;
             }
@@ -462,22 +412,26 @@ fn walk<T: FrameContent>(
         }
         (window, file, offset, switched) = (other, 1 - file, 0, true);
     }
-    let Some(mut scan) = cut else {
-        return Err(Error::corruption(
-            0,
-            format!(
-                "the write-ahead log breaks off in the round of its checkpoint record at LSN {} \
-                 (log file {}, offset {}): the log is damaged, and with it every change since \
-                 that checkpoint",
-                start.lsn, start.file, start.offset
-            ),
-        ));
-    };
-    if stop.is_some_and(|stop| scan.end.lsn != stop) {
-        return Err(reread_differently(scan.end.lsn));
+    if stop.is_some_and(|stop| lsn != stop) {
+        return Err(reread_differently(lsn));
     }
-    scan.end.gsn = max_gsn;
-    Ok(scan)
+    let partial = (offset % IO_ALIGNMENT as u64) as usize;
+    let sector = offset - partial as u64;
+    let bytes = window.get(sector, partial)?.unwrap_or_default().to_vec();
+    Ok(LogScan {
+        end: LogEnd {
+            file,
+            offset,
+            lsn,
+            tail: Tail {
+                file,
+                offset: sector,
+                bytes,
+            },
+        },
+        generation,
+        records,
+    })
 }
 
 fn reread_differently(lsn: u64) -> Error {
@@ -548,12 +502,11 @@ mod tests {
             Arc::new(MemoryStorage::new()),
         ];
         let log = crate::wal::tests::new_log(files.clone(), 1 << 20);
-        let checkpoint = log.begin_checkpoint(1, &[], 0, Vec::new);
+        let start = log.begin_checkpoint(1, &[], Vec::new);
         for batch in 1..=commits {
-            let ((), appended) = log.append(0, |writer, _| writer.commit(batch));
-            log.wait_durable(appended.round).unwrap();
+            let (_, end) = log.append(|writer, _| writer.commit(batch));
+            log.wait_durable(end).unwrap();
         }
-        let start = log.checkpoint_position(checkpoint).unwrap();
         log.shut_down().unwrap();
         (files, start)
     }
@@ -611,33 +564,17 @@ mod tests {
 
     #[test]
     fn a_record_that_passes_its_checksum_but_does_not_decode_is_an_error_not_an_end() {
-        use crate::wal::record::{place, FrameWriter, KIND_COMMIT, KIND_OFFSET};
+        use crate::wal::record::{stamp, KIND_COMMIT, KIND_OFFSET};
         let (files, start) = written_log(3);
         let (_, scan) = records_from(&files, start).unwrap();
         // A commit record with a byte too many after its batch, checksummed as the writer
-        // would, in a round of its own: its outline (the batch) reads, the whole record does
-        // not.
+        // would: its outline (the batch) reads, the whole record does not.
         let payload = [7, 0, 0, 0, 0, 0, 0, 0, 0xff];
-        let mut frames = vec![0u8; (FRAME_HEADER + payload.len()).next_multiple_of(FRAME_ALIGN)];
-        frames[..4].copy_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-        frames[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        frames[KIND_OFFSET] = KIND_COMMIT;
-        frames[FRAME_HEADER..FRAME_HEADER + payload.len()].copy_from_slice(&payload);
-        let mark_at = frames.len();
-        let mut scratch = Vec::new();
-        let mut writer = FrameWriter {
-            out: &mut frames,
-            gsn: 0,
-            scratch: &mut scratch,
-        };
-        writer.sync_mark(scan.end.lsn);
-        place(&mut frames[..FRAME_HEADER], scan.end.lsn, scan.generation);
-        let mark_lsn = scan.end.lsn + mark_at as u64;
-        place(
-            &mut frames[mark_at..mark_at + FRAME_HEADER],
-            mark_lsn,
-            scan.generation,
-        );
+        let mut header = [0u8; FRAME_HEADER];
+        header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        header[KIND_OFFSET] = KIND_COMMIT;
+        let payload_checksum = crc32c::crc32c(&payload);
+        stamp(&mut header, scan.end.lsn, scan.generation, payload_checksum);
         let mut bytes = file_bytes(files[scan.end.file].as_ref());
         let at = scan.end.offset as usize;
         if bytes.len() < at + 512 {
@@ -645,7 +582,8 @@ mod tests {
             longer[..bytes.len()].copy_from_slice(&bytes);
             bytes = longer;
         }
-        bytes[at..at + frames.len()].copy_from_slice(&frames);
+        bytes[at..at + FRAME_HEADER].copy_from_slice(&header);
+        bytes[at + FRAME_HEADER..at + FRAME_HEADER + payload.len()].copy_from_slice(&payload);
         let edited: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
         edited.write_at(&bytes, 0).unwrap();
         let mut files = files;

@@ -1,15 +1,13 @@
 //! Log records and how they are encoded into frames (decoding is in `decode`).
 //!
-//! A frame is `[crc32c u32][payload length u32][lsn u64][generation u32][kind u8][0; 3]
-//! [gsn u64]` followed by the payload and zero padding to a multiple of 8 bytes. The CRC-32C
-//! covers the payload and then the header after the CRC itself. A record is encoded into its
-//! thread's stripe (see `stripes`) with its GSN and its payload's checksum parked in the CRC's
-//! place; the log thread gives it its place ([`place`]): its LSN, its position in the log
-//! stream (bytes since the database's first record), so a frame read at the wrong place, left
-//! over from an earlier pass over the file, fails the position check; the generation (counted
-//! up at every open), which fences frames a crashed process left beyond the point where
-//! recovery cut its log; and the CRC over both. The GSN orders the changes to each page (see
-//! the `wal` module notes); recovery compares it with the page's.
+//! A frame is `[crc32c u32][payload length u32][lsn u64][generation u32][kind u8][0; 3]`
+//! followed by the payload and zero padding to a multiple of 8 bytes. The CRC-32C covers the
+//! payload and then the header after the CRC itself (payload first, so that a record is
+//! encoded, checksum included, before the log's mutex assigns its position). A frame's LSN is its position in the
+//! log stream (bytes since the database's first record), so a frame read at the wrong place,
+//! left over from an earlier pass over the file, fails the position check; the generation
+//! (counted up at every open) fences frames a crashed process left beyond the point where
+//! recovery cut its log.
 //!
 //! Records (fixed-width integers little endian; lengths and ids in leaf records as LEB128
 //! varints, since leaf records are most of the log):
@@ -33,9 +31,8 @@
 //!   `Structure`, preceded by the removal's id, tree, the keys the freed leaves held, where the
 //!   step started and the key it reached (its leaves removed everything up to it);
 //! * `Commit`: a batch (or a range removal) is complete;
-//! * `SyncMark`: ends every round the log thread writes, with how far the log was durable
-//!   before the round, so that recovery tells a damaged synced record (an error) from a torn
-//!   unsynced tail, and keeps only whole rounds.
+//! * `SyncMark`: written with every write of the log, how far the log was durable before it,
+//!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
 //!
 //! Leaf payload: `[flags u8: bit 0 image follows, bits 1-2 before tag (0 unrecorded, 1
 //! absent, 2 value), bit 3 (puts) the key was absent, bit 4 (puts) the value is a
@@ -48,9 +45,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of a frame header.
-pub(crate) const FRAME_HEADER: usize = 32;
-/// Where a frame header holds its record's GSN.
-pub(crate) const GSN_OFFSET: usize = 24;
+pub(crate) const FRAME_HEADER: usize = 24;
 /// Where a frame header holds its record's kind.
 pub(crate) const KIND_OFFSET: usize = 20;
 /// Frames start at multiples of this.
@@ -367,13 +362,20 @@ pub(crate) enum BeforeRef<'a> {
     Blob(&'a [u8]),
 }
 
-/// Appends frames, unplaced (see the module notes), to a byte buffer.
+/// Appends frames to a byte buffer whose byte `lead` is at log position `base`.
 pub(crate) struct FrameWriter<'a> {
     pub(crate) out: &'a mut Vec<u8>,
-    /// The GSN every frame written gets.
-    pub(crate) gsn: u64,
+    pub(crate) base: u64,
+    /// Bytes of `out` before the log's (room a log chunk keeps for writing in place).
+    pub(crate) lead: usize,
+    pub(crate) generation: u32,
     /// A page-sized buffer images are filled into before their gap is left out.
     pub(crate) scratch: &'a mut Vec<u8>,
+    /// The checksum of the last frame's payload (see [`stamp`]).
+    pub(crate) payload_checksum: u32,
+    /// Whether frames are stamped as they are written; false for a frame encoded ahead of
+    /// its place in the log, which [`stamp`] finishes once it has one.
+    pub(crate) placed: bool,
 }
 
 /// The checksum of a frame: its payload's, continued over the header after the checksum.
@@ -381,49 +383,49 @@ pub(super) fn frame_checksum(payload_checksum: u32, header: &[u8; FRAME_HEADER])
     crc32c::crc32c_append(payload_checksum, &header[4..])
 }
 
-/// Gives an unplaced frame, whose header is `header`, its place: writes its position `lsn`
-/// and `generation` into the header and replaces the payload checksum parked there by the
-/// frame's checksum.
-pub(crate) fn place(header: &mut [u8], lsn: u64, generation: u32) {
+/// Writes a frame's position and generation into its header (the rest of it written) and
+/// its checksum, given its payload's: how a frame encoded ahead gets its place in the log.
+pub(crate) fn stamp(header: &mut [u8], lsn: u64, generation: u32, payload_checksum: u32) {
     let header: &mut [u8; FRAME_HEADER] = header.try_into().expect("a frame header");
-    let payload_checksum = u32::from_le_bytes(header[..4].try_into().expect("4 bytes"));
     header[8..16].copy_from_slice(&lsn.to_le_bytes());
     header[16..20].copy_from_slice(&generation.to_le_bytes());
     let checksum = frame_checksum(payload_checksum, header);
     header[..4].copy_from_slice(&checksum.to_le_bytes());
 }
 
-/// Bytes the unplaced frame at the start of `frame` occupies, padding included, and its GSN.
-pub(crate) fn unplaced_frame(frame: &[u8]) -> (usize, u64) {
-    let payload = u32::from_le_bytes(frame[4..8].try_into().expect("4 bytes")) as usize;
-    let gsn = u64::from_le_bytes(
-        frame[GSN_OFFSET..GSN_OFFSET + 8]
-            .try_into()
-            .expect("8 bytes"),
-    );
-    ((FRAME_HEADER + payload).next_multiple_of(FRAME_ALIGN), gsn)
-}
-
 impl FrameWriter<'_> {
-    /// Writes a frame of `kind`; `body` writes the payload.
-    fn frame(&mut self, kind: u8, body: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
+    /// The log position of the next byte appended.
+    pub(crate) fn position(&self) -> u64 {
+        self.base + (self.out.len() - self.lead) as u64
+    }
+
+    /// Starts a frame of `kind`; `body` writes the payload. Returns the frame's end position.
+    fn frame(&mut self, kind: u8, body: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) -> u64 {
         let start = self.out.len();
-        debug_assert!(start.is_multiple_of(FRAME_ALIGN));
+        let lsn = self.position();
         self.out.extend_from_slice(&[0; FRAME_HEADER]);
         body(self.out, self.scratch);
         let payload = self.out.len() - start - FRAME_HEADER;
         debug_assert!(payload <= MAX_PAYLOAD);
         let payload_checksum = crc32c::crc32c(&self.out[start + FRAME_HEADER..]);
         let header = &mut self.out[start..start + FRAME_HEADER];
-        header[..4].copy_from_slice(&payload_checksum.to_le_bytes());
         header[4..8].copy_from_slice(&(payload as u32).to_le_bytes());
         header[KIND_OFFSET] = kind;
-        header[GSN_OFFSET..].copy_from_slice(&self.gsn.to_le_bytes());
-        let padded = self.out.len().next_multiple_of(FRAME_ALIGN);
-        self.out.resize(padded, 0);
+        if self.placed {
+            stamp(header, lsn, self.generation, payload_checksum);
+        }
+        self.payload_checksum = payload_checksum;
+        let padded = (self.out.len() - self.lead).next_multiple_of(FRAME_ALIGN);
+        self.out.resize(self.lead + padded, 0);
+        self.position()
     }
 
-    pub(crate) fn checkpoint(&mut self, page_count: u64, free: &[u64], key_counts: &[(u64, u64)]) {
+    pub(crate) fn checkpoint(
+        &mut self,
+        page_count: u64,
+        free: &[u64],
+        key_counts: &[(u64, u64)],
+    ) -> u64 {
         self.frame(KIND_CHECKPOINT, |out, _| {
             out.extend_from_slice(&page_count.to_le_bytes());
             out.extend_from_slice(&(free.len() as u64).to_le_bytes());
@@ -449,7 +451,7 @@ impl FrameWriter<'_> {
         step: Option<&RangeStep>,
         page_size: usize,
         fill: impl Fn(T, &mut [u8]) -> (usize, usize),
-    ) {
+    ) -> u64 {
         debug_assert!(!(new_tree && step.is_some()));
         let kind = match (new_tree, step) {
             (true, _) => KIND_NEW_TREE,
@@ -486,7 +488,7 @@ impl FrameWriter<'_> {
         &mut self,
         change: LeafChange<'_>,
         image: Option<(usize, &mut FillImage<'_>)>,
-    ) {
+    ) -> u64 {
         let LeafChange {
             page_id,
             tree,
@@ -562,7 +564,7 @@ impl FrameWriter<'_> {
     }
 
     /// A node split (see `Record::Split`), borrowing the separator.
-    pub(crate) fn split(&mut self, split: &Split) {
+    pub(crate) fn split(&mut self, split: &Split) -> u64 {
         self.frame(KIND_SPLIT, |out, _| {
             for number in [split.page_id, split.left, split.parent] {
                 varint(out, number);
@@ -574,7 +576,7 @@ impl FrameWriter<'_> {
     }
 
     /// The start of a range removal.
-    pub(crate) fn range_removal(&mut self, removal: &RangeRemoval) {
+    pub(crate) fn range_removal(&mut self, removal: &RangeRemoval) -> u64 {
         self.frame(KIND_RANGE_REMOVAL, |out, _| {
             out.extend_from_slice(&removal.removal.to_le_bytes());
             out.extend_from_slice(&removal.tree.to_le_bytes());
@@ -584,13 +586,13 @@ impl FrameWriter<'_> {
         })
     }
 
-    pub(crate) fn sync_mark(&mut self, durable: u64) {
+    pub(crate) fn sync_mark(&mut self, durable: u64) -> u64 {
         self.frame(KIND_SYNC_MARK, |out, _| {
             out.extend_from_slice(&durable.to_le_bytes())
         })
     }
 
-    pub(crate) fn commit(&mut self, batch: u64) {
+    pub(crate) fn commit(&mut self, batch: u64) -> u64 {
         self.frame(KIND_COMMIT, |out, _| {
             out.extend_from_slice(&batch.to_le_bytes())
         })

@@ -2,9 +2,7 @@
 //! writes wait in `admit` once `MAX_QUEUED_BYTES` are queued, and go on once it catches up.
 //! And the writer's writes: whole aligned sectors, from chunks in place or copied.
 
-use super::writer::Chunk;
 use super::*;
-use crate::io::{AlignedBuf, IO_ALIGNMENT};
 use crate::io::{IoMode, MemoryStorage};
 use std::sync::atomic::AtomicUsize;
 
@@ -79,7 +77,6 @@ pub(super) fn new_log(files: [Arc<dyn Storage>; 2], checkpoint_bytes: u64) -> Lo
         file: 0,
         offset: 0,
         lsn: 4096,
-        gsn: 4096,
         tail: Tail::default(),
     };
     let previous = LogPosition {
@@ -113,7 +110,7 @@ fn writes_wait_while_the_writer_falls_behind() {
         let appender = scope.spawn(|| {
             for _ in 0..records {
                 log.admit().unwrap();
-                log.append(0, |writer, _| writer.checkpoint(1, &free, &[]));
+                log.append(|writer, _| writer.checkpoint(1, &free, &[]));
                 appended.fetch_add(1, Ordering::AcqRel);
             }
         });
@@ -135,7 +132,7 @@ fn writes_wait_while_the_writer_falls_behind() {
         appender.join().unwrap();
     });
     assert_eq!(appended.load(Ordering::Acquire), records);
-    log.wait_durable(log.current_round()).unwrap();
+    log.wait_durable(log.end()).unwrap();
     assert!(!log.inner.throttled.load(Ordering::Acquire));
     log.shut_down().unwrap();
 }
@@ -229,17 +226,16 @@ fn direct_only_files() -> [Arc<dyn Storage>; 2] {
 fn chunks_are_written_in_place_as_aligned_sectors() {
     let files = direct_only_files();
     let log = new_log(files.clone(), 1 << 40);
-    let checkpoint = log.begin_checkpoint(1, &[], 0, Vec::new);
+    let start = log.begin_checkpoint(1, &[], Vec::new);
     // Each commit synced alone: every write begins with the partial sector of the last.
     for batch in 1..=40 {
-        let ((), appended) = log.append(0, |writer, _| writer.commit(batch));
-        log.wait_durable(appended.round).unwrap();
+        let (_, end) = log.append(|writer, _| writer.commit(batch));
+        log.wait_durable(end).unwrap();
     }
     // Many records per write, taken by the writer ahead of any sync.
     for batch in 41..=2_000 {
-        log.append(0, |writer, _| writer.commit(batch));
+        log.append(|writer, _| writer.commit(batch));
     }
-    let start = log.checkpoint_position(checkpoint).unwrap();
     log.shut_down().unwrap();
     assert_eq!(commits_in(&files, start), (1..=2_000).collect::<Vec<_>>());
 }
@@ -253,7 +249,7 @@ fn chunks_are_written_in_place_or_copied_and_each_write_carries_the_partial_sect
         (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
     };
     let chunk = |offset: u64, records: &[u8]| {
-        let mut chunk = Chunk::new(0, offset, Vec::new(), records.len());
+        let mut chunk = Chunk::new(0, offset, 4096 + offset, Vec::with_capacity(CHUNK_CAPACITY));
         chunk.bytes.extend_from_slice(records);
         chunk
     };
@@ -280,8 +276,8 @@ fn a_panic_in_the_writer_fails_the_log_instead_of_leaving_commits_waiting() {
         Arc::new(CheckedWrites::panicking()),
     ];
     let log = new_log(files, 1 << 40);
-    let ((), appended) = log.append(0, |writer, _| writer.commit(1));
-    let error = log.wait_durable(appended.round).unwrap_err();
+    let (_, end) = log.append(|writer, _| writer.commit(1));
+    let error = log.wait_durable(end).unwrap_err();
     assert!(
         error.to_string().contains("the log writer panicked"),
         "{error}"

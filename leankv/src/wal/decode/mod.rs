@@ -31,8 +31,6 @@ pub(crate) struct FrameHeader {
     pub(crate) lsn: u64,
     pub(crate) generation: u32,
     kind: u8,
-    /// Orders the record among the changes to the pages it describes.
-    pub(crate) gsn: u64,
 }
 
 impl FrameHeader {
@@ -43,22 +41,12 @@ impl FrameHeader {
             lsn: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
             generation: u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")),
             kind: bytes[KIND_OFFSET],
-            gsn: u64::from_le_bytes(
-                bytes[GSN_OFFSET..GSN_OFFSET + 8]
-                    .try_into()
-                    .expect("8 bytes"),
-            ),
         }
     }
 
     /// Whether undecoded header bytes are a sync mark's (checked before decoding them).
     pub(crate) fn is_sync_mark_header(bytes: &[u8; FRAME_HEADER]) -> bool {
         bytes[KIND_OFFSET] == KIND_SYNC_MARK
-    }
-
-    /// Whether the frame is a sync mark, which ends a round.
-    pub(crate) fn is_sync_mark(&self) -> bool {
-        self.kind == KIND_SYNC_MARK
     }
 
     /// Bytes the whole frame occupies, padding included.

@@ -2,15 +2,10 @@
 
 use super::*;
 
-/// Places the unplaced frames in `bytes` from LSN `base` (generation 3) and decodes them.
 fn decode_all(bytes: &[u8], base: u64) -> Vec<(u64, Record)> {
-    let mut bytes = bytes.to_vec();
     let mut at = 0;
     let mut records = Vec::new();
     while at + FRAME_HEADER <= bytes.len() {
-        let (len, gsn) = unplaced_frame(&bytes[at..]);
-        assert_eq!(gsn, 5);
-        place(&mut bytes[at..at + FRAME_HEADER], base + at as u64, 3);
         let header_bytes: [u8; FRAME_HEADER] = bytes[at..at + FRAME_HEADER].try_into().unwrap();
         let header = FrameHeader::decode(&header_bytes);
         assert_eq!(header.lsn, base + at as u64);
@@ -19,11 +14,7 @@ fn decode_all(bytes: &[u8], base: u64) -> Vec<(u64, Record)> {
             header.lsn,
             header.decode_record(&header_bytes, payload).unwrap(),
         ));
-        assert_eq!(
-            (header.frame_len(), header.gsn, header.generation),
-            (len, 5, 3)
-        );
-        at += len;
+        at += header.frame_len();
     }
     records
 }
@@ -34,12 +25,16 @@ fn gapped(byte: u8) -> Vec<u8> {
     page
 }
 
-/// Frames of GSN 5 (placed by `decode_all`).
+/// Frames placed at LSN 4096 of generation 3.
 fn writer<'a>(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> FrameWriter<'a> {
     FrameWriter {
         out,
-        gsn: 5,
+        base: 4096,
+        lead: 0,
+        generation: 3,
         scratch,
+        payload_checksum: 0,
+        placed: true,
     }
 }
 
@@ -136,8 +131,8 @@ fn every_record_roundtrips_and_a_flipped_bit_is_caught() {
         None,
     );
     writer.leaf(change(9, patch, BeforeRef::Value(&old)), None);
-    writer.commit(9);
-    assert!(out.len().is_multiple_of(FRAME_ALIGN));
+    let end = writer.commit(9);
+    assert_eq!(end, 4096 + out.len() as u64);
     let records = decode_all(&out, 4096);
     assert_eq!(records.len(), 8);
     assert_eq!(
@@ -190,10 +185,8 @@ fn every_record_roundtrips_and_a_flipped_bit_is_caught() {
         matches!(&records[4].1, Record::Put { image: Some(image), before: Before::Absent, added: true, .. } if image == &vec![1; 64])
     );
     assert_eq!(records[7].1, Record::Commit { batch: 9 });
-    let mut placed = out.clone();
-    place(&mut placed[..FRAME_HEADER], 4096, 3);
-    for position in [0, 5, 9, 17, 20, 26, 30, 40] {
-        let mut damaged = placed.clone();
+    for position in [0, 5, 9, 17, 20, 30] {
+        let mut damaged = out.clone();
         damaged[position] ^= 4;
         let header_bytes: [u8; FRAME_HEADER] = damaged[..FRAME_HEADER].try_into().unwrap();
         let header = FrameHeader::decode(&header_bytes);
@@ -276,8 +269,7 @@ fn a_checkpoint_from_before_key_counts_decodes_without_them() {
     let payload_len = u32::from_le_bytes(header[4..8].try_into().unwrap()) - 8;
     let payload = out[FRAME_HEADER..FRAME_HEADER + payload_len as usize].to_vec();
     header[4..8].copy_from_slice(&payload_len.to_le_bytes());
-    header[..4].copy_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-    place(&mut header, 4096, 3);
+    stamp(&mut header, 4096, 3, crc32c::crc32c(&payload));
     let record = FrameHeader::decode(&header)
         .decode_record(&header, &payload)
         .unwrap();

@@ -5,9 +5,7 @@ use crate::fuzzing::nodes::{get_u32, get_u64};
 use std::borrow::Cow;
 
 // The frame format (`leankv/src/wal/record.rs`).
-pub const FRAME_HEADER: usize = 32;
-/// Where a frame header holds its record's GSN.
-pub const GSN_AT: usize = 24;
+pub const FRAME_HEADER: usize = 24;
 pub const FRAME_ALIGN: usize = 8;
 pub const MAX_PAYLOAD: usize = 1 << 30;
 pub const KIND_CHECKPOINT: u8 = 1;
@@ -54,7 +52,6 @@ pub struct Frame {
     pub payload_len: usize,
     pub lsn: u64,
     pub generation: u32,
-    pub gsn: u64,
     pub kind: u8,
 }
 
@@ -99,7 +96,6 @@ pub fn frame_at(bytes: &[u8], at: usize) -> Option<Frame> {
         payload_len,
         lsn: get_u64(header, 8),
         generation: get_u32(header, 16),
-        gsn: get_u64(header, GSN_AT),
         kind,
     })
 }

@@ -6,7 +6,7 @@
 use super::byte_edits::raw_edit;
 use super::format::{
     decode, frame_bytes, get_le, index_frames, seal_frame, set_le, Field, Frame, FRAME_ALIGN,
-    GSN_AT, MAX_PAYLOAD,
+    MAX_PAYLOAD,
 };
 use super::images::LogImage;
 use super::superblock_edits::superblock_edit;
@@ -101,7 +101,7 @@ pub fn structured_edit(
         0..=4 => {
             summary.tag("frame header edited");
             let bytes = &mut logs[file];
-            let note = match input.below(7) {
+            let note = match input.below(6) {
                 0 => {
                     let value = match input.below(4) {
                         0 => interesting(input, frame.payload_len as u64, 4, image),
@@ -136,16 +136,6 @@ pub fn structured_edit(
                     let value = [0u8, 1, 2, 3, 4, 5, 6, 7, 8, 255][input.below(10)];
                     bytes[at + 20] = value;
                     format!("kind={value}")
-                }
-                5 => {
-                    let value = match input.below(4) {
-                        0 => frames[input.below(frames.len())].gsn,
-                        1 => frame.gsn.wrapping_sub(1 + input.below(3) as u64),
-                        2 => (1 << 62) + input.below(2) as u64,
-                        _ => interesting(input, frame.gsn, 8, image),
-                    };
-                    set_le(bytes, at + GSN_AT, 8, value);
-                    format!("gsn={value}")
                 }
                 _ => {
                     let pad = 21 + input.below(3);

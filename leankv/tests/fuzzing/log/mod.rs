@@ -13,7 +13,7 @@
 //!   extension, byte ranges copied within and between the files, the files swapped or emptied;
 //!   checksums are left as they are;
 //! * structured (else; [`frame_edits`], [`superblock_edits`]): fields of frames rewritten
-//!   (payload length, LSN, generation, kind, GSN, header padding; page counts, free and freed page
+//!   (payload length, LSN, generation, kind, header padding; page counts, free and freed page
 //!   ids, image counts, page ids and lengths, tree and batch ids, key/value/before-image lengths
 //!   and tags) with interesting values, key/value bytes and page images edited
 //!   (`nodes::edit_node`), frames copied over others or appended, dropped, duplicated or swapped
