@@ -73,7 +73,8 @@ fn recover_and_open(sim: &CrashSimulator, dir: &Path, seed: u64) -> Db {
 /// and what that holds.
 fn crash_and_read_back(
     sim: &CrashSimulator,
-    (db, tree): (Db, leankv::Tree),
+    db: Db,
+    tree: leankv::Tree,
     dir: &Path,
     seed: u64,
 ) -> (Db, leankv::Tree, BTreeMap<String, Vec<u8>>) {
@@ -419,7 +420,7 @@ fn concurrent_batches_are_all_or_nothing_after_a_crash() {
                 .collect();
             workers.into_iter().map(|w| w.join().unwrap()).collect()
         });
-        let (db, tree, stored) = crash_and_read_back(&sim, (db, tree), dir.path(), seed);
+        let (db, tree, stored) = crash_and_read_back(&sim, db, tree, dir.path(), seed);
         for (key, value) in &stored {
             if key.starts_with("marker-") {
                 continue;
@@ -445,17 +446,93 @@ fn concurrent_batches_are_all_or_nothing_after_a_crash() {
     }
 }
 
+/// Threads of the shared-pages test, and keys per thread.
+const SHARING_THREADS: usize = 3;
+const KEYS_PER_THREAD: usize = 24;
+
+/// One thread's batches in commit order: (key number, new value or `None` for a removal).
+type Batches = Vec<Vec<(usize, Option<Vec<u8>>)>>;
+
+/// Key `n` of `thread`: the threads' keys interleave, so their changes share leaves.
+fn thread_key(thread: usize, n: usize) -> String {
+    format!("k{n:02}-t{thread}")
+}
+
+/// Up to 300 batches of `thread` on its own keys, each Immediate or Eventual at random, until
+/// one fails (the crash); returns them all (the failed one too: it may have committed) and how
+/// many at least must survive (up to the last acknowledged Immediate one).
+fn commit_thread_batches(
+    db: &Db,
+    tree: &leankv::Tree,
+    seed: u64,
+    thread: usize,
+) -> (Batches, usize) {
+    let mut rng = fastrand::Rng::with_seed(seed * 8 + thread as u64);
+    let (mut batches, mut must_survive) = (Vec::new(), 0);
+    for b in 0..300 {
+        let mut writes = WriteBatch::new();
+        let mut changes = Vec::new();
+        for _ in 0..rng.usize(1..4) {
+            let n = rng.usize(0..KEYS_PER_THREAD);
+            if rng.u8(0..5) == 0 {
+                writes.remove(tree, thread_key(thread, n));
+                changes.push((n, None));
+            } else {
+                let mut value = format!("t{thread}b{b}:").into_bytes();
+                value.resize(value.len() + rng.usize(0..700), b'v');
+                writes.insert(tree, thread_key(thread, n), &value);
+                changes.push((n, Some(value)));
+            }
+        }
+        let durability = if rng.bool() {
+            Durability::Immediate
+        } else {
+            Durability::Eventual
+        };
+        batches.push(changes);
+        match db.write_with(writes, durability) {
+            Ok(()) if durability == Durability::Immediate => must_survive = batches.len(),
+            Ok(()) => {}
+            Err(_) => break,
+        }
+    }
+    (batches, must_survive)
+}
+
+/// The longest prefix of `batches`, at least `must_survive` long, after which `thread`'s keys
+/// hold what `stored` holds, if any.
+fn thread_prefix(
+    stored: &BTreeMap<String, Vec<u8>>,
+    thread: usize,
+    batches: &Batches,
+    must_survive: usize,
+) -> Option<usize> {
+    let recovered: Vec<Option<&Vec<u8>>> = (0..KEYS_PER_THREAD)
+        .map(|n| stored.get(&thread_key(thread, n)))
+        .collect();
+    let mut model: Vec<Option<&Vec<u8>>> = vec![None; KEYS_PER_THREAD];
+    let mut matched = None;
+    for prefix in 0..=batches.len() {
+        if let Some(changes) = prefix.checked_sub(1).map(|last| &batches[last]) {
+            for (n, value) in changes {
+                model[*n] = value.as_ref();
+            }
+        }
+        if prefix >= must_survive && model == recovered {
+            matched = Some(prefix);
+        }
+    }
+    matched
+}
+
 /// Three threads commit batches of puts and removes on keys of their own, interleaved in one
 /// tree (so their changes share leaves, which split and merge under a pool of a few frames),
-/// crashed at a random point. The log orders concurrent commits by rounds; a thread's commits
-/// follow one another, so each thread's keys must hold the state after a prefix of its batches
+/// crashed at a random point. A thread's commits follow one another and the log keeps a prefix
+/// of the commit order, so each thread's keys must hold the state after a prefix of its batches
 /// no shorter than its last one acknowledged under `Immediate`: a change lost, replayed out of
-/// order, or kept from a lost round breaks that.
+/// order, or kept from a commit the log lost breaks that.
 #[test]
 fn each_threads_commits_survive_as_a_prefix_when_threads_share_pages() {
-    const THREADS: usize = 3;
-    const KEYS: usize = 24;
-    type Batches = Vec<Vec<(usize, Option<Vec<u8>>)>>;
     let scenarios = scenarios(160) / 4;
     let mut prefixes = [0usize; 2];
     for seed in 0..scenarios {
@@ -463,68 +540,19 @@ fn each_threads_commits_survive_as_a_prefix_when_threads_share_pages() {
         let (sim, db) = open_simulated(dir.path());
         let tree = db.open_tree("t").unwrap();
         sim.crash_after(fastrand::Rng::with_seed(seed).u64(20..4000));
-        let key = |thread: usize, n: usize| format!("k{n:02}-t{thread}");
-        // Each thread's batches, and how many of them at least must survive.
         let attempted: Vec<(Batches, usize)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..THREADS)
+            let workers: Vec<_> = (0..SHARING_THREADS)
                 .map(|thread| {
                     let (db, tree) = (&db, &tree);
-                    scope.spawn(move || {
-                        let mut rng = fastrand::Rng::with_seed(seed * 8 + thread as u64);
-                        let (mut batches, mut must_survive) = (Vec::new(), 0);
-                        for b in 0..300 {
-                            let mut writes = WriteBatch::new();
-                            let mut changes = Vec::new();
-                            for _ in 0..rng.usize(1..4) {
-                                let n = rng.usize(0..KEYS);
-                                if rng.u8(0..5) == 0 {
-                                    writes.remove(tree, key(thread, n));
-                                    changes.push((n, None));
-                                } else {
-                                    let mut value = format!("t{thread}b{b}:").into_bytes();
-                                    value.resize(value.len() + rng.usize(0..700), b'v');
-                                    writes.insert(tree, key(thread, n), &value);
-                                    changes.push((n, Some(value)));
-                                }
-                            }
-                            let durability = if rng.bool() {
-                                Durability::Immediate
-                            } else {
-                                Durability::Eventual
-                            };
-                            batches.push(changes);
-                            match db.write_with(writes, durability) {
-                                Ok(()) if durability == Durability::Immediate => {
-                                    must_survive = batches.len()
-                                }
-                                Ok(()) => {}
-                                Err(_) => break,
-                            }
-                        }
-                        (batches, must_survive)
-                    })
+                    scope.spawn(move || commit_thread_batches(db, tree, seed, thread))
                 })
                 .collect();
             workers.into_iter().map(|w| w.join().unwrap()).collect()
         });
-        let (db, tree, stored) = crash_and_read_back(&sim, (db, tree), dir.path(), seed);
+        let (db, tree, stored) = crash_and_read_back(&sim, db, tree, dir.path(), seed);
         assert_eq!(tree.len().unwrap(), stored.len() as u64, "seed {seed}");
         for (thread, (batches, must_survive)) in attempted.iter().enumerate() {
-            let recovered: Vec<Option<&Vec<u8>>> =
-                (0..KEYS).map(|n| stored.get(&key(thread, n))).collect();
-            let mut model: Vec<Option<&Vec<u8>>> = vec![None; KEYS];
-            let mut matched = None;
-            for prefix in 0..=batches.len() {
-                if let Some(changes) = prefix.checked_sub(1).map(|last| &batches[last]) {
-                    for (n, value) in changes {
-                        model[*n] = value.as_ref();
-                    }
-                }
-                if prefix >= *must_survive && model == recovered {
-                    matched = Some(prefix);
-                }
-            }
-            let Some(prefix) = matched else {
+            let Some(prefix) = thread_prefix(&stored, thread, batches, *must_survive) else {
                 panic!(
                     "seed {seed}: thread {thread}'s keys hold no prefix of its {} batches with \
                      the first {must_survive}",
