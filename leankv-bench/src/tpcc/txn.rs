@@ -115,6 +115,27 @@ fn update<R: Row, T>(
     }
 }
 
+/// Changes the stock row under `key` (which must exist) in place with `change`, which gets
+/// the encoded row and returns `None` if it is not one (see [`Stock::counts_in`]).
+fn update_stock<T>(
+    engine: &dyn Engine,
+    key: &[u8],
+    change: impl FnOnce(&mut [u8]) -> Option<T>,
+) -> Result<T> {
+    let mut change = Some(change);
+    let mut result = None;
+    let found = engine.update(STOCK, key, &mut |bytes| {
+        if let Some(change) = change.take() {
+            result = change(bytes);
+        }
+    })?;
+    match result {
+        Some(result) => Ok(result),
+        None if found => bail!("stock row {key:?} has a bad size"),
+        None => bail!("stock row {key:?} is missing"),
+    }
+}
+
 /// Keys (and values) of `table` that start with `prefix`, in order, until `visit` returns false.
 fn scan_prefix(
     engine: &dyn Engine,
@@ -249,24 +270,22 @@ impl<'a> Worker<'a> {
         };
         let mut total = 0;
         for (number, (&(item, supply, quantity), price)) in (1..).zip(lines.iter().zip(prices)) {
-            let dist_info = update(
-                engine,
-                STOCK,
-                &stock_key(supply, item),
-                |stock: &mut Stock| {
-                    stock.quantity = if stock.quantity >= quantity + 10 {
-                        stock.quantity - quantity
-                    } else {
-                        stock.quantity + 91 - quantity
-                    };
-                    stock.ytd += quantity;
-                    stock.order_count += 1;
-                    if supply != w {
-                        stock.remote_count += 1;
-                    }
-                    stock.dist[usize::from(d) - 1].clone()
-                },
-            )?;
+            let dist_info = update_stock(engine, &stock_key(supply, item), |bytes| {
+                let mut stock = Stock::counts_in(bytes)?;
+                let dist_info = Stock::dist_in(bytes, usize::from(d))?;
+                stock.quantity = if stock.quantity >= quantity + 10 {
+                    stock.quantity - quantity
+                } else {
+                    stock.quantity + 91 - quantity
+                };
+                stock.ytd += quantity;
+                stock.order_count += 1;
+                if supply != w {
+                    stock.remote_count += 1;
+                }
+                Stock::set_counts_in(bytes, stock);
+                Some(dist_info)
+            })?;
             let amount = i64::from(quantity) * price;
             total += amount;
             let line = OrderLine {
@@ -520,8 +539,13 @@ impl<'a> Worker<'a> {
         items.dedup();
         let mut low = 0;
         for &item in items.iter() {
-            let stock: Stock = read(engine, STOCK, &stock_key(w, item), &mut self.buffer)?;
-            low += usize::from(stock.quantity < threshold);
+            let key = stock_key(w, item);
+            if !engine.get(STOCK, &key, &mut self.buffer)? {
+                bail!("stock row {key:?} is missing");
+            }
+            let quantity = Stock::quantity_in(&self.buffer)
+                .ok_or_else(|| anyhow!("stock row {key:?} has a bad size"))?;
+            low += usize::from(quantity < threshold);
         }
         Ok(low)
     }
