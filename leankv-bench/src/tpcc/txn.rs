@@ -115,24 +115,26 @@ fn update<R: Row, T>(
     }
 }
 
-/// Changes the stock row under `key` (which must exist) in place with `change`, which gets
-/// the encoded row and returns `None` if it is not one (see [`Stock::counts_in`]).
-fn update_stock<T>(
+/// Changes the row under `key` (which must exist) in place with `change`, which gets the
+/// encoded row and returns `None` if it is not a row of `table` (see the in-place accessors
+/// of [`Stock`] and [`Customer`]); atomically, as [`update`].
+fn update_in_place<T>(
     engine: &dyn Engine,
+    table: Table,
     key: &[u8],
     change: impl FnOnce(&mut [u8]) -> Option<T>,
 ) -> Result<T> {
     let mut change = Some(change);
     let mut result = None;
-    let found = engine.update(STOCK, key, &mut |bytes| {
+    let found = engine.update(table, key, &mut |bytes| {
         if let Some(change) = change.take() {
             result = change(bytes);
         }
     })?;
     match result {
         Some(result) => Ok(result),
-        None if found => bail!("stock row {key:?} has a bad size"),
-        None => bail!("stock row {key:?} is missing"),
+        None if found => bail!("{} row {key:?} has a bad size", TABLES[table]),
+        None => bail!("{} row {key:?} is missing", TABLES[table]),
     }
 }
 
@@ -270,7 +272,7 @@ impl<'a> Worker<'a> {
         };
         let mut total = 0;
         for (number, (&(item, supply, quantity), price)) in (1..).zip(lines.iter().zip(prices)) {
-            let dist_info = update_stock(engine, &stock_key(supply, item), |bytes| {
+            let dist_info = update_in_place(engine, STOCK, &stock_key(supply, item), |bytes| {
                 let mut stock = Stock::counts_in(bytes)?;
                 let dist_info = Stock::dist_in(bytes, usize::from(d))?;
                 stock.quantity = if stock.quantity >= quantity + 10 {
@@ -381,22 +383,26 @@ impl<'a> Worker<'a> {
             },
         )?;
         let c = self.choose_customer(engine, customer_w, customer_d)?;
-        update(
+        update_in_place(
             engine,
             CUSTOMER,
             &customer_key(customer_w, customer_d, c),
-            |customer: &mut Customer| {
-                customer.balance -= amount;
-                customer.ytd_payment += amount;
-                customer.payment_count += 1;
-                if &*customer.credit == b"BC" {
+            |bytes| {
+                let mut account = Customer::account_in(bytes)?;
+                let bad_credit = Customer::bad_credit_in(bytes)?;
+                account.balance -= amount;
+                account.ytd_payment += amount;
+                account.payment_count += 1;
+                Customer::set_account_in(bytes, account);
+                if bad_credit {
                     let mut line = [0u8; 64];
                     let mut free = &mut line[..];
                     write!(free, "{c} {customer_d} {customer_w} {d} {w} {amount} ")
                         .expect("64 bytes hold six numbers");
                     let written = 64 - free.len();
-                    customer.data = concat(&[&line[..written], &customer.data]);
+                    Customer::prepend_data_in(bytes, &line[..written]);
                 }
+                Some(())
             },
         )?;
         let data = concat(&[&warehouse_name, b"    ", &district_name]);
@@ -476,15 +482,13 @@ impl<'a> Worker<'a> {
                     line.amount
                 })?;
             }
-            update(
-                engine,
-                CUSTOMER,
-                &customer_key(w, d, c),
-                |customer: &mut Customer| {
-                    customer.balance += total;
-                    customer.delivery_count += 1;
-                },
-            )?;
+            update_in_place(engine, CUSTOMER, &customer_key(w, d, c), |bytes| {
+                let mut account = Customer::account_in(bytes)?;
+                account.balance += total;
+                account.delivery_count += 1;
+                Customer::set_account_in(bytes, account);
+                Some(())
+            })?;
         }
         Ok(())
     }

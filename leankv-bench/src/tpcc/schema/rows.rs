@@ -483,6 +483,77 @@ impl Row for Stock {
     }
 }
 
+/// The account of a customer row, which Payment and Delivery change: read and written in
+/// place in the encoded row ([`Customer::account_in`], [`Customer::set_account_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CustomerAccount {
+    pub balance: i64,
+    pub ytd_payment: i64,
+    pub payment_count: u32,
+    pub delivery_count: u32,
+}
+
+/// Fields of an encoded customer row, reached without decoding the rest (see [`Stock`]'s):
+/// Payment changes one customer per transaction and Delivery ten, and the 500-byte data field
+/// made decoding and re-encoding whole rows their largest copy. Each reading accessor returns
+/// `None` for bytes that are not a customer row.
+impl Customer {
+    const CREDIT_AT: usize = 2 * (NAME_WIDTH + 1) + 3 + Address::SIZE + 17 + 8;
+    const ACCOUNT_AT: usize = Self::CREDIT_AT + 3 + 8 + 4;
+    const DATA_AT: usize = Self::ACCOUNT_AT + 8 + 8 + 4 + 4;
+
+    fn reader(bytes: &[u8], at: usize) -> Option<Reader<'_>> {
+        (bytes.len() == Self::SIZE).then_some(Reader { bytes, at })
+    }
+
+    pub fn account_in(bytes: &[u8]) -> Option<CustomerAccount> {
+        let mut fields = Self::reader(bytes, Self::ACCOUNT_AT)?;
+        Some(CustomerAccount {
+            balance: fields.i64(),
+            ytd_payment: fields.i64(),
+            payment_count: fields.u32(),
+            delivery_count: fields.u32(),
+        })
+    }
+
+    /// Writes `account` into `bytes`, an encoded customer row (checked by
+    /// [`Self::account_in`]).
+    pub fn set_account_in(bytes: &mut [u8], account: CustomerAccount) {
+        assert_eq!(bytes.len(), Self::SIZE, "not a customer row");
+        let mut out = Writer {
+            out: bytes,
+            at: Self::ACCOUNT_AT,
+        };
+        out.i64(account.balance);
+        out.i64(account.ytd_payment);
+        out.u32(account.payment_count);
+        out.u32(account.delivery_count);
+    }
+
+    /// Whether the customer has bad credit ("BC").
+    pub fn bad_credit_in(bytes: &[u8]) -> Option<bool> {
+        Some(&*Self::reader(bytes, Self::CREDIT_AT)?.text::<2>() == b"BC")
+    }
+
+    /// Puts `prefix` before the data of `bytes`, an encoded customer row, keeping the first
+    /// [`CUSTOMER_DATA_WIDTH`] bytes (as `concat(&[prefix, &data])` does).
+    pub fn prepend_data_in(bytes: &mut [u8], prefix: &[u8]) {
+        assert_eq!(bytes.len(), Self::SIZE, "not a customer row");
+        let start = Self::DATA_AT + 2;
+        let old_len = usize::from(u16::from_le_bytes([
+            bytes[Self::DATA_AT],
+            bytes[Self::DATA_AT + 1],
+        ]))
+        .min(CUSTOMER_DATA_WIDTH);
+        let prefix = &prefix[..prefix.len().min(CUSTOMER_DATA_WIDTH)];
+        let new_len = (prefix.len() + old_len).min(CUSTOMER_DATA_WIDTH);
+        let kept = new_len - prefix.len();
+        bytes.copy_within(start..start + kept, start + prefix.len());
+        bytes[start..start + prefix.len()].copy_from_slice(prefix);
+        bytes[Self::DATA_AT..start].copy_from_slice(&(new_len as u16).to_le_bytes());
+    }
+}
+
 /// The counters of a stock row, which New-Order changes: read and written in place in the
 /// encoded row ([`Stock::counts_in`], [`Stock::set_counts_in`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -527,8 +598,15 @@ impl Stock {
     /// Writes `counts` into `bytes`, an encoded stock row (checked by [`Self::counts_in`]).
     pub fn set_counts_in(bytes: &mut [u8], counts: StockCounts) {
         assert_eq!(bytes.len(), Self::SIZE, "not a stock row");
-        Writer { out: bytes, at: Self::QUANTITY_AT }.u32(counts.quantity);
-        let mut out = Writer { out: bytes, at: Self::COUNTS_AT };
+        Writer {
+            out: bytes,
+            at: Self::QUANTITY_AT,
+        }
+        .u32(counts.quantity);
+        let mut out = Writer {
+            out: bytes,
+            at: Self::COUNTS_AT,
+        };
         out.u32(counts.ytd);
         out.u32(counts.order_count);
         out.u32(counts.remote_count);
@@ -544,6 +622,45 @@ impl Stock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-place accessors of `customer`'s encoded row read and write what decoding sees.
+    fn customer_accessors_agree_with_the_layout(customer: &Customer) {
+        let mut bytes = customer.encode();
+        let account = CustomerAccount {
+            balance: customer.balance,
+            ytd_payment: customer.ytd_payment,
+            payment_count: customer.payment_count,
+            delivery_count: customer.delivery_count,
+        };
+        assert_eq!(Customer::account_in(&bytes), Some(account));
+        assert_eq!(
+            Customer::bad_credit_in(&bytes),
+            Some(&*customer.credit == b"BC")
+        );
+        assert_eq!(
+            Customer::account_in(&bytes[1..]),
+            None,
+            "not a customer row"
+        );
+        let changed = CustomerAccount {
+            balance: -7,
+            ytd_payment: 8,
+            payment_count: 9,
+            delivery_count: 10,
+        };
+        Customer::set_account_in(&mut bytes, changed);
+        Customer::prepend_data_in(&mut bytes, b"12 3 4 5 6 700 ");
+        let expected = Customer {
+            balance: -7,
+            ytd_payment: 8,
+            payment_count: 9,
+            delivery_count: 10,
+            data: concat(&[b"12 3 4 5 6 700 ", &customer.data]),
+            ..customer.clone()
+        };
+        assert_eq!(Customer::decode(&bytes), Some(expected.clone()));
+        assert_eq!(bytes, expected.encode(), "zero padding kept");
+    }
 
     #[test]
     fn rows_round_trip_at_their_fixed_sizes() {
@@ -572,6 +689,12 @@ mod tests {
         };
         let bytes = customer.encode();
         assert_eq!(bytes.len(), Customer::SIZE);
+        customer_accessors_agree_with_the_layout(&customer);
+        customer_accessors_agree_with_the_layout(&Customer {
+            credit: text(b"GC"),
+            data: text(b"short data"),
+            ..customer.clone()
+        });
         let decoded = Customer::decode(&bytes).unwrap();
         assert_eq!(&*decoded.address.city, b"a city with a long n");
         assert_eq!(
