@@ -83,12 +83,24 @@ pub enum Outcome {
 /// An item id that no item has: New-Order's rollback trigger.
 const UNUSED_ITEM: u32 = ITEMS + 1;
 
-/// Reads and decodes the row under `key`, which must exist.
+/// Reads the row under `key` (which must exist) and decodes it.
 fn read<R: Row>(engine: &dyn Engine, table: Table, key: &[u8], buffer: &mut Vec<u8>) -> Result<R> {
+    read_fields(engine, table, key, buffer, R::decode)
+}
+
+/// Reads the row under `key` (which must exist) into `buffer` and hands it to `fields`, which
+/// returns `None` if it is not a row of `table` (see `Row::fields_at`).
+fn read_fields<T>(
+    engine: &dyn Engine,
+    table: Table,
+    key: &[u8],
+    buffer: &mut Vec<u8>,
+    fields: impl FnOnce(&[u8]) -> Option<T>,
+) -> Result<T> {
     if !engine.get(table, key, buffer)? {
         bail!("{} row {key:?} is missing", TABLES[table]);
     }
-    R::decode(buffer).ok_or_else(|| anyhow!("{} row {key:?} has a bad size", TABLES[table]))
+    fields(buffer).ok_or_else(|| anyhow!("{} row {key:?} has a bad size", TABLES[table]))
 }
 
 /// Changes the row under `key` (which must exist) with `change`, atomically; returns what
@@ -99,20 +111,12 @@ fn update<R: Row, T>(
     key: &[u8],
     change: impl FnOnce(&mut R) -> T,
 ) -> Result<T> {
-    let mut change = Some(change);
-    let mut result = None;
-    let found = engine.update(table, key, &mut |bytes| {
-        let (Some(change), Some(mut row)) = (change.take(), R::decode(bytes)) else {
-            return;
-        };
-        result = Some(change(&mut row));
+    update_in_place(engine, table, key, |bytes| {
+        let mut row = R::decode(bytes)?;
+        let result = change(&mut row);
         row.encode_into(bytes);
-    })?;
-    match result {
-        Some(result) => Ok(result),
-        None if found => bail!("{} row {key:?} has a bad size", TABLES[table]),
-        None => bail!("{} row {key:?} is missing", TABLES[table]),
-    }
+        Some(result)
+    })
 }
 
 /// Changes the row under `key` (which must exist) in place with `change`, which gets the
@@ -544,11 +548,7 @@ impl<'a> Worker<'a> {
         let mut low = 0;
         for &item in items.iter() {
             let key = stock_key(w, item);
-            if !engine.get(STOCK, &key, &mut self.buffer)? {
-                bail!("stock row {key:?} is missing");
-            }
-            let quantity = Stock::quantity_in(&self.buffer)
-                .ok_or_else(|| anyhow!("stock row {key:?} has a bad size"))?;
+            let quantity = read_fields(engine, STOCK, &key, &mut self.buffer, Stock::quantity_in)?;
             low += usize::from(quantity < threshold);
         }
         Ok(low)

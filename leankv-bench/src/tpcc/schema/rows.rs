@@ -130,7 +130,20 @@ pub trait Row: Sized {
 
     /// Decodes a value; `None` if it does not have this row's size.
     fn decode(bytes: &[u8]) -> Option<Self> {
-        (bytes.len() == Self::SIZE).then(|| Self::read(&mut Reader { bytes, at: 0 }))
+        Some(Self::read(&mut Self::fields_at(bytes, 0)?))
+    }
+
+    /// Reads the fields of the encoded row `bytes` from offset `at` on, without decoding the
+    /// rest; `None` if `bytes` does not have this row's size.
+    fn fields_at(bytes: &[u8], at: usize) -> Option<Reader<'_>> {
+        (bytes.len() == Self::SIZE).then_some(Reader { bytes, at })
+    }
+
+    /// Writes fields into the encoded row `bytes` (which must have this row's size) from
+    /// offset `at` on.
+    fn set_fields_at(bytes: &mut [u8], at: usize) -> Writer<'_> {
+        assert_eq!(bytes.len(), Self::SIZE, "row buffer of the wrong size");
+        Writer { out: bytes, at }
     }
 }
 
@@ -502,12 +515,8 @@ impl Customer {
     const ACCOUNT_AT: usize = Self::CREDIT_AT + 3 + 8 + 4;
     const DATA_AT: usize = Self::ACCOUNT_AT + 8 + 8 + 4 + 4;
 
-    fn reader(bytes: &[u8], at: usize) -> Option<Reader<'_>> {
-        (bytes.len() == Self::SIZE).then_some(Reader { bytes, at })
-    }
-
     pub fn account_in(bytes: &[u8]) -> Option<CustomerAccount> {
-        let mut fields = Self::reader(bytes, Self::ACCOUNT_AT)?;
+        let mut fields = Self::fields_at(bytes, Self::ACCOUNT_AT)?;
         Some(CustomerAccount {
             balance: fields.i64(),
             ytd_payment: fields.i64(),
@@ -519,11 +528,7 @@ impl Customer {
     /// Writes `account` into `bytes`, an encoded customer row (checked by
     /// [`Self::account_in`]).
     pub fn set_account_in(bytes: &mut [u8], account: CustomerAccount) {
-        assert_eq!(bytes.len(), Self::SIZE, "not a customer row");
-        let mut out = Writer {
-            out: bytes,
-            at: Self::ACCOUNT_AT,
-        };
+        let mut out = Self::set_fields_at(bytes, Self::ACCOUNT_AT);
         out.i64(account.balance);
         out.i64(account.ytd_payment);
         out.u32(account.payment_count);
@@ -532,7 +537,7 @@ impl Customer {
 
     /// Whether the customer has bad credit ("BC").
     pub fn bad_credit_in(bytes: &[u8]) -> Option<bool> {
-        Some(&*Self::reader(bytes, Self::CREDIT_AT)?.text::<2>() == b"BC")
+        Some(&*Self::fields_at(bytes, Self::CREDIT_AT)?.text::<2>() == b"BC")
     }
 
     /// Puts `prefix` before the data of `bytes`, an encoded customer row, keeping the first
@@ -575,16 +580,12 @@ impl Stock {
     const DIST_WIDTH: usize = 25;
     const COUNTS_AT: usize = Self::DIST_AT + 10 * Self::DIST_WIDTH;
 
-    fn reader(bytes: &[u8], at: usize) -> Option<Reader<'_>> {
-        (bytes.len() == Self::SIZE).then_some(Reader { bytes, at })
-    }
-
     pub fn quantity_in(bytes: &[u8]) -> Option<u32> {
-        Some(Self::reader(bytes, Self::QUANTITY_AT)?.u32())
+        Some(Self::fields_at(bytes, Self::QUANTITY_AT)?.u32())
     }
 
     pub fn counts_in(bytes: &[u8]) -> Option<StockCounts> {
-        let mut fields = Self::reader(bytes, Self::QUANTITY_AT)?;
+        let mut fields = Self::fields_at(bytes, Self::QUANTITY_AT)?;
         let quantity = fields.u32();
         fields.at = Self::COUNTS_AT;
         Some(StockCounts {
@@ -597,16 +598,8 @@ impl Stock {
 
     /// Writes `counts` into `bytes`, an encoded stock row (checked by [`Self::counts_in`]).
     pub fn set_counts_in(bytes: &mut [u8], counts: StockCounts) {
-        assert_eq!(bytes.len(), Self::SIZE, "not a stock row");
-        Writer {
-            out: bytes,
-            at: Self::QUANTITY_AT,
-        }
-        .u32(counts.quantity);
-        let mut out = Writer {
-            out: bytes,
-            at: Self::COUNTS_AT,
-        };
+        Self::set_fields_at(bytes, Self::QUANTITY_AT).u32(counts.quantity);
+        let mut out = Self::set_fields_at(bytes, Self::COUNTS_AT);
         out.u32(counts.ytd);
         out.u32(counts.order_count);
         out.u32(counts.remote_count);
@@ -615,7 +608,7 @@ impl Stock {
     /// S_DIST_xx of `district` (1 to 10).
     pub fn dist_in(bytes: &[u8], district: usize) -> Option<Text<24>> {
         let index = district.checked_sub(1).filter(|&index| index < 10)?;
-        Some(Self::reader(bytes, Self::DIST_AT + index * Self::DIST_WIDTH)?.text::<24>())
+        Some(Self::fields_at(bytes, Self::DIST_AT + index * Self::DIST_WIDTH)?.text::<24>())
     }
 }
 
