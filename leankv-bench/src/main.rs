@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use suite::Suite;
 use tracing::info;
-use workload::{Distribution, Mix};
+use workload::{Distribution, LoadOrder, Mix};
 
 /// Where runs write results, plots and data unless told otherwise (ignored by git).
 const OUTPUT_DIR: &str = "bench-output";
@@ -217,6 +217,11 @@ struct YcsbArgs {
     /// value, LMDB, RocksDB and redb lend a slice).
     #[arg(long, value_enum, default_value_t = ReadPath::Copy)]
     reads: ReadPath,
+    /// The order the load inserts records in: `index` (keys at random places, as YCSB's hashed
+    /// keys; leaves about two-thirds full) or `key` (ascending, as a bulk load and vmcache's
+    /// loader; full leaves). Loads are kept per order.
+    #[arg(long, value_enum, default_value_t = LoadOrder::Index)]
+    load_order: LoadOrder,
     /// Seconds per measured run.
     #[arg(long, default_value_t = 10)]
     duration: u64,
@@ -386,6 +391,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         results: args.common.results(),
         round: 1,
         page_size: args.run.page_size,
+        load_order: args.load_order,
     };
     let records = suite::run(&suite)?;
     println!(
@@ -535,6 +541,7 @@ fn headline(
         results: common.results(),
         round: 1,
         page_size: leankv::DEFAULT_PAGE_SIZE,
+        load_order: LoadOrder::Index,
     };
     let beyond_memory = Suite {
         engines: vec![EngineKind::Leankv],

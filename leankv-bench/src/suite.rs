@@ -11,7 +11,7 @@ use crate::engines;
 use crate::harness::{self, tempdir_in, Environment, Record};
 use crate::report::{self, Latency, Table};
 use crate::stats::{group_by, Spread};
-use crate::workload::{Distribution, Mix};
+use crate::workload::{Distribution, LoadOrder, Mix};
 use crate::ycsb::{self, RunSpec};
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -51,6 +51,8 @@ pub struct Suite {
     pub round: usize,
     /// leankv's page size (loads are kept per page size).
     pub page_size: usize,
+    /// The order the load inserts records in (loads are kept per order).
+    pub load_order: LoadOrder,
 }
 
 /// One measured run, as saved to the results file.
@@ -120,10 +122,11 @@ pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
 fn data_path(suite: &Suite, kind: EngineKind) -> PathBuf {
     let format = kind.loader().name();
     suite.data_dir.join(format!(
-        "{format}-{}x{}{}",
+        "{format}-{}x{}{}{}",
         suite.records,
         suite.value_size,
-        page_size_suffix(suite.page_size)
+        page_size_suffix(suite.page_size),
+        suite.load_order.suffix()
     ))
 }
 
@@ -177,7 +180,7 @@ fn load_setup(suite: &Suite) -> Setup {
 fn ensure_loaded(suite: &Suite, kind: EngineKind, path: &Path) -> Result<()> {
     engines::load_once(kind, path, &load_setup(suite), |engine| {
         info!("loading {} records into {}", suite.records, path.display());
-        let rate = ycsb::load(engine, suite.records, suite.value_size)?;
+        let rate = ycsb::load(engine, suite.records, suite.value_size, suite.load_order)?;
         info!("loaded at {rate:.0} records/s");
         Ok(())
     })
@@ -224,7 +227,12 @@ fn run_engine(
         if let Some(scratch) = &scratch {
             let engine = engines::open(kind, scratch, &setup)?;
             info!("loading {} records into {}", suite.records, kind.name());
-            ycsb::load(engine.as_ref(), suite.records, suite.value_size)?;
+            ycsb::load(
+                engine.as_ref(),
+                suite.records,
+                suite.value_size,
+                suite.load_order,
+            )?;
             Ok(engine)
         } else {
             let path = data_path(suite, kind);
@@ -486,6 +494,7 @@ mod tests {
             results: dir.path().join("results.jsonl"),
             round: 1,
             page_size: 4096,
+            load_order: LoadOrder::Index,
         };
         let records = run(&suite).unwrap();
         assert_eq!(records.len(), 8);

@@ -21,7 +21,7 @@ use crate::report::{self, Table};
 use crate::stats::{group_by, Spread};
 use crate::suite::{self, Suite};
 use crate::tpcc;
-use crate::workload::{Distribution, Mix};
+use crate::workload::{Distribution, LoadOrder, Mix};
 use crate::CommonArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -371,6 +371,8 @@ fn run_leankv(
                 results,
                 round,
                 page_size: args.page_size,
+                // vmcache loads its keys (the record indexes) in ascending order: full leaves.
+                load_order: LoadOrder::Key,
             };
             let run = suite::run(&suite)?;
             let run = run.first().context("the suite ran nothing")?;

@@ -32,6 +32,39 @@ pub fn fill_value(value: &mut [u8], index: u64, version: u64) {
     }
 }
 
+/// The order a load inserts its records in: the lookups are the same either way, the tree is
+/// not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadOrder {
+    /// Record index order: keys land at random places, as YCSB's hashed keys do, and split
+    /// leaves end about two-thirds full.
+    #[default]
+    Index,
+    /// Ascending key order, as a bulk load inserts (and vmcache's loader, whose keys are the
+    /// indexes): every leaf is filled before the next begins.
+    Key,
+}
+
+impl LoadOrder {
+    /// The record indexes `0..records` in this order.
+    pub fn indexes(self, records: u64) -> Vec<u64> {
+        let mut indexes: Vec<u64> = (0..records).collect();
+        if self == LoadOrder::Key {
+            indexes.sort_unstable_by_key(|&index| scramble(index));
+        }
+        indexes
+    }
+
+    /// What names a load in this order apart from one in index order.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            LoadOrder::Index => "",
+            LoadOrder::Key => "-keyorder",
+        }
+    }
+}
+
 /// How record indexes are drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Distribution {
