@@ -105,12 +105,21 @@ impl<R> std::ops::DerefMut for Record<R> {
 pub struct Clock<'a> {
     deadline: Instant,
     stop: &'a AtomicBool,
+    /// Drawn afresh for each run: a measured run must not replay its warm-up's accesses, or
+    /// the pages the warm-up left in the pool would be the ones the run asks for first.
+    run_seed: u64,
 }
 
 impl Clock<'_> {
     /// Before the deadline and no worker has failed.
     pub fn running(&self) -> bool {
         !self.stop.load(Ordering::Relaxed) && Instant::now() < self.deadline
+    }
+
+    /// The seed of worker `worker`'s random choices in this run: distinct per worker and per
+    /// run.
+    pub fn seed(&self, worker: usize) -> u64 {
+        self.run_seed ^ (worker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 }
 
@@ -170,6 +179,7 @@ pub fn run_timed<W: Send, S: Send>(
     let clock = Clock {
         deadline: started + duration,
         stop: &stop,
+        run_seed: fastrand::u64(..),
     };
     let (results, series) = std::thread::scope(|scope| {
         let monitor = scope.spawn(|| monitor(&stop, started, &mut sample));

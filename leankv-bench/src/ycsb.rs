@@ -130,7 +130,7 @@ fn worker(
     thread: u64,
     clock: &Clock<'_>,
 ) -> Result<(Histogram<u64>, [u64; Op::ALL.len()])> {
-    let mut rng = fastrand::Rng::with_seed(0x5eed ^ thread.wrapping_mul(0x9E37_79B9));
+    let mut rng = fastrand::Rng::with_seed(clock.seed(thread as usize));
     let mut histogram = new_histogram();
     let mut counts = [0u64; Op::ALL.len()];
     let mut value = vec![0u8; spec.value_size];

@@ -254,7 +254,7 @@ fn work(
         .collect();
     let atomic = super::atomic_transactions(config, threads);
     let run_constants = NurandConstants::for_run(constants(), &mut fastrand::Rng::with_seed(SEED));
-    let random = TpccRandom::new(SEED ^ (worker as u64 + 1) << 40, run_constants);
+    let random = TpccRandom::new(clock.seed(worker), run_constants);
     let mut worker_state = Worker::new(engine, random, config.warehouses, worker as u32 + 1);
     let mut tally = Tally {
         histograms: (0..Kind::ALL.len()).map(|_| new_histogram()).collect(),
