@@ -401,6 +401,33 @@ mod tests {
     }
 
     #[test]
+    fn no_run_draws_the_seeds_of_another_or_workers_of_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let seeds = |_| {
+            run_timed(
+                engine.as_ref(),
+                2,
+                Duration::ZERO,
+                |index, clock| Ok(clock.seed(index)),
+                |_| None::<()>,
+            )
+            .unwrap()
+            .workers
+        };
+        let (warm_up, measured) = (seeds(()), seeds(()));
+        assert_ne!(warm_up[0], warm_up[1]);
+        assert_ne!(
+            warm_up[0], measured[0],
+            "a measured run replays its warm-up"
+        );
+        assert_ne!(
+            warm_up[1], measured[1],
+            "a measured run replays its warm-up"
+        );
+    }
+
+    #[test]
     fn a_failing_worker_stops_the_others_and_fails_the_run() {
         let dir = tempfile::tempdir().unwrap();
         let engine = engine(dir.path());
