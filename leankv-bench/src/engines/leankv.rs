@@ -6,7 +6,7 @@ use crate::engine::{DurabilityLevel, Engine, IoCounters, Setup, Table, Visit};
 use anyhow::{Context, Result};
 use leankv::ablations::{Db, Policy, Tree};
 use leankv::{Options, WriteBatch};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -209,7 +209,7 @@ impl<P: Policy> Engine for LeanEngine<P> {
             engine: self,
             writes: Mutex::new(Writes {
                 batch: WriteBatch::default(),
-                values: HashMap::new(),
+                values: self.trees.iter().map(|_| FxHashMap::default()).collect(),
             }),
         };
         body(&transaction)?;
@@ -252,17 +252,17 @@ struct Transaction<'e, P: Policy> {
 }
 
 /// A transaction's writes: the batch, and per table and key the value written (`None`:
-/// removed) for its own reads.
+/// removed) for its own reads (maps per table, so a read finds its key without copying it).
 struct Writes<P: Policy> {
     batch: WriteBatch<P>,
-    values: HashMap<(Table, Vec<u8>), Option<Vec<u8>>>,
+    values: Vec<FxHashMap<Vec<u8>, Option<Vec<u8>>>>,
 }
 
 impl<P: Policy> Transaction<'_, P> {
     /// The value of `key` as this transaction sees it, into `value`; false if absent.
     fn read(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         let writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(written) = writes.values.get(&(table, key.to_vec())) {
+        if let Some(written) = writes.values[table].get(key) {
             value.clear();
             value.extend_from_slice(written.as_deref().unwrap_or_default());
             return Ok(written.is_some());
@@ -271,16 +271,15 @@ impl<P: Policy> Transaction<'_, P> {
         self.engine.get(table, key, value)
     }
 
-    fn write(&self, table: Table, key: &[u8], value: Option<&[u8]>) {
+    /// Adds the change to the batch and keeps `value` for the transaction's own reads.
+    fn write(&self, table: Table, key: &[u8], value: Option<Vec<u8>>) {
         let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
         let tree = &self.engine.trees[table];
-        match value {
+        match &value {
             Some(value) => writes.batch.insert(tree, key, value),
             None => writes.batch.remove(tree, key),
         }
-        writes
-            .values
-            .insert((table, key.to_vec()), value.map(<[u8]>::to_vec));
+        writes.values[table].insert(key.to_vec(), value);
     }
 }
 
@@ -305,7 +304,7 @@ impl<P: Policy> Engine for Transaction<'_, P> {
     }
 
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write(table, key, Some(value));
+        self.write(table, key, Some(value.to_vec()));
         Ok(())
     }
 
@@ -315,7 +314,7 @@ impl<P: Policy> Engine for Transaction<'_, P> {
             return Ok(false);
         }
         modify(&mut value);
-        self.write(table, key, Some(&value));
+        self.write(table, key, Some(value));
         Ok(true)
     }
 
