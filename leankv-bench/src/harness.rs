@@ -404,7 +404,7 @@ mod tests {
     fn no_run_draws_the_seeds_of_another_or_workers_of_each_other() {
         let dir = tempfile::tempdir().unwrap();
         let engine = engine(dir.path());
-        let seeds = |_| {
+        let seeds = || {
             run_timed(
                 engine.as_ref(),
                 2,
@@ -415,7 +415,7 @@ mod tests {
             .unwrap()
             .workers
         };
-        let (warm_up, measured) = (seeds(()), seeds(()));
+        let (warm_up, measured) = (seeds(), seeds());
         assert_ne!(warm_up[0], warm_up[1]);
         assert_ne!(
             warm_up[0], measured[0],

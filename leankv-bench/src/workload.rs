@@ -47,13 +47,16 @@ pub enum LoadOrder {
 }
 
 impl LoadOrder {
-    /// The record indexes `0..records` in this order.
-    pub fn indexes(self, records: u64) -> Vec<u64> {
-        let mut indexes: Vec<u64> = (0..records).collect();
-        if self == LoadOrder::Key {
-            indexes.sort_unstable_by_key(|&index| scramble(index));
+    /// The record indexes `0..records` in this order (key order sorts them all first).
+    pub fn indexes(self, records: u64) -> Box<dyn Iterator<Item = u64>> {
+        match self {
+            LoadOrder::Index => Box::new(0..records),
+            LoadOrder::Key => {
+                let mut indexes: Vec<u64> = (0..records).collect();
+                indexes.sort_unstable_by_key(|&index| scramble(index));
+                Box::new(indexes.into_iter())
+            }
         }
-        indexes
     }
 
     /// What names a load in this order apart from one in index order.

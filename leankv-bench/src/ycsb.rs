@@ -27,8 +27,8 @@ pub const TABLES: &[&str] = &["ycsb"];
 /// Longest scan, in records (YCSB E draws the length uniformly from 1 to this).
 pub const MAX_SCAN_LENGTH: usize = 100;
 
-/// Inserts records `0..records` in index order (random key order), with a progress bar.
-/// Returns the load rate in records per second.
+/// Inserts records `0..records` in `order`, with a progress bar. Returns the load rate in
+/// records per second.
 pub fn load(engine: &dyn Engine, records: u64, value_size: usize, order: LoadOrder) -> Result<f64> {
     let bar = ProgressBar::new(records).with_style(
         ProgressStyle::with_template(
@@ -38,16 +38,22 @@ pub fn load(engine: &dyn Engine, records: u64, value_size: usize, order: LoadOrd
     );
     let started = Instant::now();
     let mut batch = Vec::with_capacity(LOAD_BATCH);
-    let indexes = order.indexes(records);
-    for (position, &index) in indexes.iter().enumerate() {
+    let put = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<()> {
+        engine.put_batch(TABLE, batch)?;
+        bar.inc(batch.len() as u64);
+        batch.clear();
+        Ok(())
+    };
+    for index in order.indexes(records) {
         let mut value = vec![0; value_size];
         fill_value(&mut value, index, 0);
         batch.push((key(index).to_vec(), value));
-        if batch.len() == LOAD_BATCH || position + 1 == indexes.len() {
-            engine.put_batch(TABLE, &batch)?;
-            bar.inc(batch.len() as u64);
-            batch.clear();
+        if batch.len() == LOAD_BATCH {
+            put(&mut batch)?;
         }
+    }
+    if !batch.is_empty() {
+        put(&mut batch)?;
     }
     engine.flush()?;
     bar.finish_and_clear();

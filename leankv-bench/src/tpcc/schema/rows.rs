@@ -20,6 +20,10 @@ impl Writer<'_> {
         self.put(&[value]);
     }
 
+    pub fn u16(&mut self, value: u16) {
+        self.put(&value.to_le_bytes());
+    }
+
     pub fn u32(&mut self, value: u32) {
         self.put(&value.to_le_bytes());
     }
@@ -59,6 +63,10 @@ impl Reader<'_> {
 
     pub fn u8(&mut self) -> u8 {
         self.take::<1>()[0]
+    }
+
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.take())
     }
 
     pub fn u32(&mut self) -> u32 {
@@ -282,7 +290,7 @@ impl Row for Customer {
         out.u32(self.delivery_count);
         // Data is up to 500 bytes, longer than a length byte counts: two length bytes.
         let len = self.data.len().min(CUSTOMER_DATA_WIDTH);
-        out.put(&(len as u16).to_le_bytes());
+        out.u16(len as u16);
         out.put(&self.data[..len]);
         out.out[out.at..out.at + CUSTOMER_DATA_WIDTH - len].fill(0);
         out.at += CUSTOMER_DATA_WIDTH - len;
@@ -302,7 +310,7 @@ impl Row for Customer {
         let ytd_payment = input.i64();
         let payment_count = input.u32();
         let delivery_count = input.u32();
-        let len = usize::from(u16::from_le_bytes(input.take())).min(CUSTOMER_DATA_WIDTH);
+        let len = usize::from(input.u16()).min(CUSTOMER_DATA_WIDTH);
         let data = text(&input.bytes[input.at..input.at + len]);
         input.at += CUSTOMER_DATA_WIDTH;
         Customer {
@@ -543,19 +551,17 @@ impl Customer {
     /// Puts `prefix` before the data of `bytes`, an encoded customer row, keeping the first
     /// [`CUSTOMER_DATA_WIDTH`] bytes (as `concat(&[prefix, &data])` does).
     pub fn prepend_data_in(bytes: &mut [u8], prefix: &[u8]) {
-        assert_eq!(bytes.len(), Self::SIZE, "not a customer row");
+        let old_len = Self::fields_at(bytes, Self::DATA_AT)
+            .expect("a customer row")
+            .u16();
+        let old_len = usize::from(old_len).min(CUSTOMER_DATA_WIDTH);
         let start = Self::DATA_AT + 2;
-        let old_len = usize::from(u16::from_le_bytes([
-            bytes[Self::DATA_AT],
-            bytes[Self::DATA_AT + 1],
-        ]))
-        .min(CUSTOMER_DATA_WIDTH);
         let prefix = &prefix[..prefix.len().min(CUSTOMER_DATA_WIDTH)];
         let new_len = (prefix.len() + old_len).min(CUSTOMER_DATA_WIDTH);
         let kept = new_len - prefix.len();
         bytes.copy_within(start..start + kept, start + prefix.len());
         bytes[start..start + prefix.len()].copy_from_slice(prefix);
-        bytes[Self::DATA_AT..start].copy_from_slice(&(new_len as u16).to_le_bytes());
+        Self::set_fields_at(bytes, Self::DATA_AT).u16(new_len as u16);
     }
 }
 
