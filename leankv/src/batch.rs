@@ -164,6 +164,7 @@ pub(crate) fn write<P: Policy>(
             return Err(Error::TreeDropped);
         }
     }
+    db.admit()?;
     let Some(log) = db.bm.log() else {
         // Without a log there is nothing to be atomic against: apply in order.
         for op in &batch.ops {
@@ -171,7 +172,6 @@ pub(crate) fn write<P: Policy>(
         }
         return Ok(());
     };
-    log.admit()?;
     if let [op] = &batch.ops[..] {
         // One change is atomic by itself: it is logged as a single operation, without a batch
         // id, before-image or commit record.
@@ -193,17 +193,15 @@ pub(crate) fn write<P: Policy>(
                     replaced.push(before);
                 }
                 Err(error) => {
-                    let done = &batch.ops[..replaced.len()];
-                    if roll_back(db, done, replaced, id, &mut blobs) {
-                        // Back as it was: committed, nothing changed (and what the batch
-                        // wrote is freed).
-                        db.bm.commit(log, id, &blobs.unreferenced());
-                    }
+                    let done = batch.ops[..replaced.len()].iter().zip(&replaced).rev();
+                    let done = done
+                        .map(|(op, before)| (&*op.tree.handle.tree, &op.key[..], before.as_ref()));
+                    abort(db, done, id, blobs);
                     return Err(error);
                 }
             }
         }
-        db.bm.commit(log, id, &blobs.unreferenced())
+        db.bm.commit(id, &blobs.unreferenced())
     };
     db.commit_durability(end, durability)
 }
@@ -220,31 +218,49 @@ fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredVa
 }
 
 /// The large value `value` references, if it is one.
-fn large<P: Policy>(db: &DbShared<P>, value: Option<&StoredValue>) -> Option<BlobRef> {
+pub(crate) fn large<P: Policy>(db: &DbShared<P>, value: Option<&StoredValue>) -> Option<BlobRef> {
     value?.large_value(db.bm.page_size())
 }
 
-/// Restores what the changes `done` of a failed batch replaced, last first, as more changes of
-/// the same batch, noting in `blobs` the large values this replaces and puts back; returns
-/// whether everything was restored (then the caller commits the batch, which changed nothing).
-/// A restore that fails too leaves the batch uncommitted, which recovery rolls back after the
-/// next crash or unclean close.
-fn roll_back<P: Policy>(
+/// Undoes the changes of batch (or transaction) `batch`, given last first with the values
+/// they replaced (`None`: absent), by more changes of the same batch, and commits it: it
+/// changed nothing, and what it wrote is freed (`blobs` holds the large values its changes
+/// replaced). A restore that fails leaves the batch uncommitted and fails the log, so that no
+/// later commit is acknowledged (a checkpoint must not begin after part of an uncommitted
+/// batch) and the next open rolls the batch back.
+pub(crate) fn abort<'a, P: Policy + 'a>(
     db: &DbShared<P>,
-    done: &[BatchOp<P>],
-    replaced: Vec<Option<StoredValue>>,
+    changes: impl Iterator<Item = (&'a BTree<P>, &'a [u8], Option<&'a StoredValue>)>,
+    batch: u64,
+    mut blobs: BlobChanges,
+) {
+    if roll_back(db, changes, batch, &mut blobs) {
+        db.bm.commit(batch, &blobs.unreferenced());
+    } else if let Some(log) = db.bm.log() {
+        log.fail(
+            "a batch or transaction failed and could not be undone; reopen the database to roll \
+             it back"
+                .into(),
+        );
+    }
+}
+
+/// Restores what `changes` replaced (see [`abort`]), noting in `blobs` the large values this
+/// replaces and puts back; returns whether everything was restored.
+fn roll_back<'a, P: Policy + 'a>(
+    db: &DbShared<P>,
+    changes: impl Iterator<Item = (&'a BTree<P>, &'a [u8], Option<&'a StoredValue>)>,
     batch: u64,
     blobs: &mut BlobChanges,
 ) -> bool {
-    for (op, before) in done.iter().zip(replaced).rev() {
-        let tree = &op.tree.handle.tree;
+    for (tree, key, before) in changes {
         // What the restore replaced.
-        let restored = match &before {
+        let restored = match before {
             Some(value) => tree
-                .insert_stored(&op.key, value.as_stored(), None, batch)
+                .insert_stored(key, value.as_stored(), None, batch)
                 .map(|written| written.before),
             None => tree
-                .remove(&op.key, batch)
+                .remove(key, batch)
                 .map(|written| written.and_then(|written| written.before)),
         };
         match restored {
@@ -252,7 +268,7 @@ fn roll_back<P: Policy>(
                 if let Some(blob) = large(db, replaced.as_ref()) {
                     blobs.dropped(blob);
                 }
-                if let Some(blob) = large(db, before.as_ref()) {
+                if let Some(blob) = large(db, before) {
                     blobs.put(blob);
                 }
             }
@@ -273,11 +289,11 @@ pub(crate) fn remove_range<P: Policy>(
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
 ) -> Result<(u64, u64)> {
+    db.admit()?;
     let Some(log) = db.bm.log() else {
         let removed = tree.remove_range(start, end.as_ref().map(Vec::as_slice), 0)?;
         return Ok((removed, 0));
     };
-    log.admit()?;
     let _gate = db.batch_gate.read();
     // A removal that starts on a dropped tree is never logged (one that loses the race with
     // `drop_tree` fails at its first step, and recovery forgets it with the tree).
@@ -303,7 +319,8 @@ pub(crate) fn remove_range<P: Policy>(
 
 /// Drops `tree` (marked dropped, no operation running on it any more) as one atomic commit:
 /// a range removal of all its keys, then its catalog entry and its root page. Returns the end
-/// of its commit record (0 without a log).
+/// of its commit record (0 without a log). The caller was admitted and holds the batch gate
+/// (taken before the map of open trees: see the lock order in `crate::transaction`).
 pub(crate) fn drop_tree<P: Policy>(db: &Arc<DbShared<P>>, tree: &BTree<P>) -> Result<u64> {
     debug_assert!(tree.is_dropped());
     let owner = tree.owner_handle();
@@ -314,8 +331,6 @@ pub(crate) fn drop_tree<P: Policy>(db: &Arc<DbShared<P>>, tree: &BTree<P>) -> Re
         db.key_counts.dropped(tree.root_page_id());
         return Ok(0);
     };
-    log.admit()?;
-    let _gate = db.batch_gate.read();
     let removal = RangeRemoval {
         removal: log.next_batch(),
         tree: tree.root_page_id(),

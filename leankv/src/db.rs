@@ -18,6 +18,7 @@ use crate::io::{FileStorage, IoMode, Storage};
 use crate::open::{self, Files, LOG_FILES, PAGE_FILE};
 use crate::options::Options;
 use crate::shared::DbShared;
+use crate::transaction::Transaction;
 use crate::tree::Tree;
 use std::collections::HashMap;
 use std::fmt;
@@ -311,10 +312,13 @@ impl<P: Policy> Db<P> {
     /// ```
     pub fn drop_tree(&self, name: &str) -> Result<bool> {
         let shared = &self.shared;
-        let mut trees = shared.trees.lock();
         if name.len() > shared.max_key_size {
             return Ok(false);
         }
+        shared.admit()?;
+        // The gate before the trees (the lock order of `crate::transaction`).
+        let gate = shared.batch_gate.read();
+        let mut trees = shared.trees.lock();
         let Some(tree) = named_tree(shared, &mut trees, name)? else {
             return Ok(false);
         };
@@ -322,9 +326,56 @@ impl<P: Policy> Db<P> {
         shared.bm.wait_for_running_operations();
         trees.remove(name);
         let lsn = crate::batch::drop_tree(shared, &tree)?;
-        drop(trees);
+        drop((trees, gate));
         shared.commit_durability(lsn, shared.durability)?;
         Ok(true)
+    }
+
+    /// Runs `body` as a [`Transaction`]: its changes are applied as it makes them (so its reads
+    /// see them) and committed atomically when it returns `Ok`, durable as the database's
+    /// [`Options::durability`] says; if it returns `Err` or panics, they are undone. Returns
+    /// what `body` returned; its error type takes leankv's errors (`From<Error>`), so a body
+    /// can fail with errors of its own.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let accounts = db.open_tree("accounts")?;
+    /// accounts.insert("alice", 100u64.to_be_bytes())?;
+    /// let balance = |name: &str| -> leankv::Result<u64> {
+    ///     let bytes = accounts.get(name)?.unwrap_or_else(|| vec![0; 8]);
+    ///     Ok(u64::from_be_bytes(bytes.try_into().unwrap()))
+    /// };
+    /// let transfer = |amount: u64| -> Result<u64, Box<dyn std::error::Error>> {
+    ///     db.transaction(|txn| {
+    ///         let from = balance("alice")?;
+    ///         txn.insert(&accounts, "bob", (balance("bob")? + amount).to_be_bytes())?;
+    ///         if from < amount {
+    ///             return Err("insufficient funds".into()); // undoes the insert
+    ///         }
+    ///         txn.insert(&accounts, "alice", (from - amount).to_be_bytes())?;
+    ///         Ok(from - amount)
+    ///     })
+    /// };
+    /// assert_eq!(transfer(30)?, 70);
+    /// assert_eq!(transfer(500).unwrap_err().to_string(), "insufficient funds");
+    /// assert_eq!((balance("alice")?, balance("bob")?), (70, 30));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn transaction<T, E: From<Error>>(
+        &self,
+        body: impl FnOnce(&mut Transaction<'_, P>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        crate::transaction::run(&self.shared, self.shared.durability, body)
+    }
+
+    /// [`transaction`](Self::transaction), its commit durable as `durability` says.
+    pub fn transaction_with<T, E: From<Error>>(
+        &self,
+        durability: Durability,
+        body: impl FnOnce(&mut Transaction<'_, P>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        crate::transaction::run(&self.shared, durability, body)
     }
 
     /// Applies `batch` atomically (see [`WriteBatch`]), durable as the database's
@@ -484,23 +535,26 @@ pub(crate) fn open_named_tree<P: Policy>(
     shared: &Arc<DbShared<P>>,
     name: &str,
 ) -> Result<Arc<BTree<P>>> {
-    let mut trees = shared.trees.lock();
-    if let Some(tree) = named_tree(shared, &mut trees, name)? {
+    if let Some(tree) = named_tree(shared, &mut shared.trees.lock(), name)? {
         return Ok(tree);
     }
     shared.admit()?;
     let (tree, written) = {
         // No checkpoint begins between the new root and its catalog entry: recovery frees a
-        // root whose entry a crash lost only if it replays the root's creation.
+        // root whose entry a crash lost only if it replays the root's creation. The gate
+        // before the trees (the lock order of `crate::transaction`).
         let _gate = shared.batch_gate.read();
-        let tree = BTree::create(&shared.bm, &shared.key_counts)?;
+        let mut trees = shared.trees.lock();
+        if let Some(tree) = named_tree(shared, &mut trees, name)? {
+            return Ok(tree); // created meanwhile
+        }
+        let tree = Arc::new(BTree::create(&shared.bm, &shared.key_counts)?);
         let entry = encode_catalog_entry(tree.root_page_id(), 0);
         let written = shared.catalog.insert(name.as_bytes(), &entry, 0)?;
+        trees.insert(name.to_string(), tree.clone());
         (tree, written)
     };
     shared.commit_durability(written.lsn, shared.durability)?;
-    let tree = Arc::new(tree);
-    trees.insert(name.to_string(), tree.clone());
     Ok(tree)
 }
 

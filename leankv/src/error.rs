@@ -2,8 +2,9 @@
 //!
 //! Every variant is something a caller can act on: retry or free space (`Io`), restore from a
 //! backup or run `check_integrity` (`Corruption`, `NotADatabase`, `NotClosedCleanly`), shorten the input
-//! (`KeyTooLarge`, `ValueTooLarge`), fix the configuration (`InvalidOptions`), or stop the other
-//! process (`AlreadyOpen`). Nothing a caller passes in and nothing read from a file panics.
+//! (`KeyTooLarge`, `ValueTooLarge`), fix the configuration (`InvalidOptions`), stop the other
+//! process (`AlreadyOpen`), or write through the open transaction (`TransactionOpen`). Nothing a
+//! caller passes in and nothing read from a file panics.
 
 use std::path::PathBuf;
 
@@ -95,6 +96,17 @@ pub enum Error {
     /// `Db::open_tree` with the same name creates a new, empty tree.
     #[error("the tree was dropped")]
     TreeDropped,
+
+    /// The call would write to a database on which this thread has a [`Transaction`] open
+    /// (`Tree::insert`, `Db::write`, `Db::flush` and `check_integrity`, creating or dropping a
+    /// tree, a nested transaction): write through the transaction instead, or after it ends.
+    ///
+    /// [`Transaction`]: crate::Transaction
+    #[error(
+        "this thread has a transaction open on the database: write through the transaction, \
+         or after it ends"
+    )]
+    TransactionOpen,
 
     /// No buffer frame could be freed: every frame is pinned by in-flight structure changes.
     /// The pool is too small for this many concurrent threads.

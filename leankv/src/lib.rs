@@ -52,6 +52,7 @@ mod range;
 mod recovery;
 mod shared;
 mod sync;
+mod transaction;
 mod tree;
 mod wal;
 
@@ -65,6 +66,7 @@ pub use options::{
     MIN_POOL_FRAMES,
 };
 pub use range::Range;
+pub use transaction::Transaction;
 pub use tree::Tree;
 
 /// The buffer-management policies behind the benchmarks' ablations and baselines, and the

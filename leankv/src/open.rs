@@ -362,15 +362,20 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
                 // The value is the patched one (later changes were undone first): put the old
                 // bytes back in place.
                 let mut value = Vec::new();
-                let restored = tree.update(&undo.key, &mut value, |bytes| {
-                    let fits = ranges
-                        .iter()
-                        .all(|(offset, old)| offset + old.len() <= bytes.len());
-                    for (offset, old) in ranges.iter().filter(|_| fits) {
-                        bytes[*offset..offset + old.len()].copy_from_slice(old);
-                    }
-                    fits
-                })?;
+                let restored = tree.update(
+                    &undo.key,
+                    &mut value,
+                    |bytes| {
+                        let fits = ranges
+                            .iter()
+                            .all(|(offset, old)| offset + old.len() <= bytes.len());
+                        for (offset, old) in ranges.iter().filter(|_| fits) {
+                            bytes[*offset..offset + old.len()].copy_from_slice(old);
+                        }
+                        fits
+                    },
+                    0,
+                )?;
                 if !matches!(restored, Some((true, _))) {
                     return Err(Error::corruption(
                         undo.tree,
@@ -387,8 +392,8 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
             blobs.put(blob);
         }
     }
-    if let (Some(log), true) = (shared.bm.log(), undone) {
-        shared.bm.commit(log, undo_batch, &blobs.unreferenced());
+    if let (Some(_), true) = (shared.bm.log(), undone) {
+        shared.bm.commit(undo_batch, &blobs.unreferenced());
     }
     for removal in unfinished.range_removals {
         let tree = tree_of(removal.tree, removal.drop)?;

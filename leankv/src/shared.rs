@@ -73,6 +73,7 @@ impl<P: Policy> DbShared<P> {
     /// Writes every dirty page, then the superblock (still marked open: eviction may write
     /// pages again before the close), and syncs. With the log, a checkpoint.
     pub(crate) fn flush(&self) -> Result<()> {
+        crate::transaction::refuse_if_open(self)?;
         if self.bm.log().is_some() {
             return self.checkpoint(true);
         }
@@ -131,8 +132,10 @@ impl<P: Policy> DbShared<P> {
     }
 
     /// Waits, before a write latches anything, while checkpoints lag far behind the log; fails
-    /// if the last checkpoint failed meanwhile.
+    /// if the last checkpoint failed meanwhile, or if this thread has a transaction open on
+    /// this database (whose gate the checkpoint may be waiting for).
     pub(crate) fn admit(&self) -> Result<()> {
+        crate::transaction::refuse_if_open(self)?;
         match self.bm.log() {
             Some(log) => log.admit(),
             None => Ok(()),

@@ -46,10 +46,15 @@ thread_local! {
 /// Largest lookup buffer a thread keeps: one that held a large value is let go.
 const LOOKUP_BUFFER_KEPT: usize = 1 << 20;
 
-fn keep_lookup_buffer(buffer: Vec<u8>) {
+/// Runs `f` with this thread's reused lookup buffer (taken out of its cell, so that an `f`
+/// that looks up again gets a buffer of its own).
+pub(crate) fn with_lookup_buffer<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
+    let result = f(&mut buffer);
     if buffer.capacity() <= LOOKUP_BUFFER_KEPT {
         LOOKUP_BUFFER.with(|cell| *cell.borrow_mut() = buffer);
     }
+    result
 }
 
 impl<P: Policy> Tree<P> {
@@ -146,16 +151,11 @@ impl<P: Policy> Tree<P> {
         if !self.may_exist(key) {
             return Ok(None);
         }
-        // Taken out of the cell, so a `read` that looks up again gets a buffer of its own.
-        let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
-        let found = self.handle.tree.lookup(key, &mut buffer);
-        let result = match found {
-            Ok(true) => Ok(Some(read(&buffer))),
+        with_lookup_buffer(|buffer| match self.handle.tree.lookup(key, buffer) {
+            Ok(true) => Ok(Some(read(buffer))),
             Ok(false) => Ok(None),
             Err(error) => Err(error),
-        };
-        keep_lookup_buffer(buffer);
-        result
+        })
     }
 
     /// Up to `len` bytes of the value of `key` from byte `offset` on (fewer at the value's
@@ -249,15 +249,12 @@ impl<P: Policy> Tree<P> {
         let db = &self.handle.db;
         let updated = if self.may_exist(key) {
             db.admit()?;
-            let mut buffer = LOOKUP_BUFFER.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
-            let result = self.handle.tree.update(key, &mut buffer, modify);
-            keep_lookup_buffer(buffer);
-            result?
+            with_lookup_buffer(|buffer| self.handle.tree.update(key, buffer, modify, 0))?
         } else {
             None
         };
         // A commit that found nothing to change is durable once every commit before it is.
-        let lsn = updated.as_ref().map_or(0, |(_, lsn)| *lsn);
+        let lsn = updated.as_ref().map_or(0, |(_, written)| written.lsn);
         db.commit_durability(lsn, db.durability)?;
         Ok(updated.map(|(result, _)| result))
     }

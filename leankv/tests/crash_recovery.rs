@@ -5,8 +5,9 @@
 //! prefix of the commit order:
 //!
 //! * no shorter than the last commit acknowledged under `Durability::Immediate`;
-//! * so no batch, range removal or dropped tree is partly present and no value appears that
-//!   was never written;
+//! * so no batch, transaction, range removal or dropped tree is partly present (nor any part
+//!   of a transaction that failed and was undone) and no value appears that was never
+//!   written;
 //! * and `check_integrity` finds nothing wrong (large values' pages included: none torn,
 //!   none leaked).
 //!
@@ -33,7 +34,7 @@ fn options() -> Options {
 /// One change of a commit: put (`Some`) or remove (`None`).
 type Change = (Vec<u8>, Option<Vec<u8>>);
 
-/// One commit: a batch of changes, the removal of the keys from one key up to another, or
+/// One commit: a batch of changes (or a transaction's), the removal of the keys from one key up to another, or
 /// dropping the tree (which the next commit creates again, empty).
 enum Commit {
     Batch(Vec<Change>),
@@ -108,13 +109,15 @@ fn value(rng: &mut fastrand::Rng, key: &[u8], commit: usize) -> Vec<u8> {
     value
 }
 
-/// Runs a random workload until the armed crash (or its end); returns the commits attempted
-/// in order and how many of them at least must survive (up to the last acknowledged
+/// Runs a random workload until the armed crash of `sim` (or its end); returns the commits
+/// attempted in order and how many of them at least must survive (up to the last acknowledged
 /// `Immediate` one).
-fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Commit>, usize) {
+fn workload(rng: &mut fastrand::Rng, db: &Db, sim: &CrashSimulator) -> (Vec<Commit>, usize) {
     let mut tree = db.open_tree("t").unwrap();
     let mut commits = Vec::new();
     let mut must_survive = 0;
+    // What the tree holds once every commit so far is applied.
+    let mut current = BTreeMap::new();
     for commit in 0..rng.usize(50..800) {
         if rng.u16(0..150) == 0 {
             commits.push(Commit::DropTree);
@@ -122,6 +125,7 @@ fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Commit>, usize) {
                 Ok(new) => tree = new,
                 Err(_) => break, // the crash
             }
+            current.clear();
             continue;
         }
         if rng.u8(0..30) == 0 {
@@ -130,9 +134,10 @@ fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Commit>, usize) {
             let start = format!("key{first:04}").into_bytes();
             let end = format!("key{:04}", first + rng.u32(1..400)).into_bytes();
             commits.push(Commit::RemoveRange(start.clone(), end.clone()));
-            if tree.remove_range(start..end).is_err() {
+            if tree.remove_range(start.clone()..end.clone()).is_err() {
                 break; // the crash
             }
+            current.retain(|key, _| !(&start..&end).contains(&key));
             continue;
         }
         let size = if rng.u8(0..3) == 0 {
@@ -152,21 +157,140 @@ fn workload(rng: &mut fastrand::Rng, db: &Db) -> (Vec<Commit>, usize) {
             1 => Durability::Eventual,
             _ => Durability::None,
         };
-        let mut batch = WriteBatch::new();
-        for (key, value) in &changes {
-            match value {
-                Some(value) => batch.insert(&tree, key, value),
-                None => batch.remove(&tree, key),
+        let result = if rng.u8(0..3) == 0 {
+            let changes_of_failed = changes.clone();
+            match transaction(rng, db, &tree, &current, changes, commit, durability) {
+                Some((changes, result)) => {
+                    commits.push(Commit::Batch(changes));
+                    result
+                }
+                None => {
+                    // Failed on purpose: undone at once (unless the crash came first).
+                    for (key, _) in &changes_of_failed {
+                        let now = tree.get(key);
+                        if sim.is_crashed() {
+                            break;
+                        }
+                        let key_text = String::from_utf8_lossy(key);
+                        let undone = now.ok().flatten().as_ref() == current.get(key);
+                        assert!(undone, "{key_text} not undone by the failed transaction");
+                    }
+                    continue;
+                }
             }
-        }
-        commits.push(Commit::Batch(changes));
-        match db.write_with(batch, durability) {
+        } else {
+            let mut batch = WriteBatch::new();
+            for (key, value) in &changes {
+                match value {
+                    Some(value) => batch.insert(&tree, key, value),
+                    None => batch.remove(&tree, key),
+                }
+            }
+            commits.push(Commit::Batch(changes));
+            db.write_with(batch, durability)
+        };
+        match result {
             Ok(()) if durability == Durability::Immediate => must_survive = commits.len(),
             Ok(()) => {}
             Err(_) => break, // the crash: this commit may or may not have reached the log
         }
+        if let Some(Commit::Batch(changes)) = commits.last() {
+            apply(&mut current, changes);
+        }
     }
     (commits, must_survive)
+}
+
+/// Applies `changes` to `model`.
+fn apply(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, changes: &[Change]) {
+    for (key, value) in changes {
+        match value {
+            Some(value) => model.insert(key.clone(), value.clone()),
+            None => model.remove(key),
+        };
+    }
+}
+
+/// Commits `changes` as a transaction, in which some of the puts of keys whose current inline
+/// value is short enough become rewrites in place of the same length; one in five transactions
+/// fails after its changes and is undone. Returns the changes as committed (the rewrites as
+/// puts of their result) and the commit's outcome, or `None` for a transaction failed on
+/// purpose (and undone).
+fn transaction(
+    rng: &mut fastrand::Rng,
+    db: &Db,
+    tree: &leankv::Tree,
+    current: &BTreeMap<Vec<u8>, Vec<u8>>,
+    changes: Vec<Change>,
+    commit: usize,
+    durability: Durability,
+) -> Option<(Vec<Change>, leankv::Result<()>)> {
+    enum Step {
+        Put(Vec<u8>),
+        Remove,
+        Rewrite(Vec<u8>),
+    }
+    // The transaction's view of the keys it changed, for the lengths of rewrites.
+    let mut view: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+    let mut steps = Vec::new();
+    let mut committed = Vec::new();
+    for (key, value) in changes {
+        let now = match view.get(&key) {
+            Some(now) => now.clone(),
+            None => current.get(&key).cloned(),
+        };
+        let step = match (value, now) {
+            (Some(_), Some(now)) if now.len() <= 1000 && rng.bool() => {
+                let stamp = format!("r{commit}-");
+                Step::Rewrite(stamp.bytes().cycle().take(now.len()).collect())
+            }
+            (Some(value), _) => Step::Put(value),
+            (None, _) => Step::Remove,
+        };
+        let result = match &step {
+            Step::Put(value) | Step::Rewrite(value) => Some(value.clone()),
+            Step::Remove => None,
+        };
+        view.insert(key.clone(), result.clone());
+        committed.push((key.clone(), result));
+        steps.push((key, step));
+    }
+    let fail = rng.u8(0..5) == 0;
+    let outcome = db.transaction_with(durability, |txn| {
+        for (key, step) in &steps {
+            match step {
+                Step::Put(value) => txn.insert(tree, key, value)?,
+                Step::Remove => _ = txn.remove(tree, key)?,
+                Step::Rewrite(value) => {
+                    let rewritten = txn.update_in_place(tree, key, |bytes| {
+                        bytes.copy_from_slice(value);
+                    })?;
+                    assert!(rewritten.is_some(), "a rewritten key is present");
+                }
+            }
+        }
+        if fail {
+            return Err(Failed::OnPurpose);
+        }
+        Ok(())
+    });
+    match outcome {
+        Err(Failed::OnPurpose) => None,
+        Err(Failed::Db(error)) => Some((committed, Err(error))),
+        Ok(()) => Some((committed, Ok(()))),
+    }
+}
+
+/// Why a transaction of the workload failed.
+enum Failed {
+    OnPurpose,
+    Db(leankv::Error),
+}
+
+impl From<leankv::Error> for Failed {
+    fn from(error: leankv::Error) -> Self {
+        Failed::Db(error)
+    }
 }
 
 /// The prefix of `commits` whose state the database holds, if any at least `must_survive`
@@ -178,14 +302,7 @@ fn matching_prefix(db: &Db, commits: &[Commit], must_survive: usize) -> Option<u
     let mut matched = None;
     for prefix in 0..=commits.len() {
         match prefix.checked_sub(1).map(|last| &commits[last]) {
-            Some(Commit::Batch(changes)) => {
-                for (key, value) in changes {
-                    match value {
-                        Some(value) => model.insert(key.clone(), value.clone()),
-                        None => model.remove(key),
-                    };
-                }
-            }
+            Some(Commit::Batch(changes)) => apply(&mut model, changes),
             Some(Commit::RemoveRange(start, end)) => {
                 model.retain(|key: &Vec<u8>, _| !(start..end).contains(&key));
             }
@@ -210,7 +327,7 @@ fn every_crash_recovers_a_prefix_of_the_commits_with_every_immediate_one() {
         let mut rng = fastrand::Rng::with_seed(seed);
         let (sim, db) = open_simulated(dir.path());
         sim.crash_after(rng.u64(5..1500));
-        let (commits, must_survive) = workload(&mut rng, &db);
+        let (commits, must_survive) = workload(&mut rng, &db, &sim);
         sim.crash();
         drop(db);
         crashes += 1;

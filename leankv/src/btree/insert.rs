@@ -126,17 +126,19 @@ impl<P: Policy> BTree<P> {
     }
 
     /// Rewrites the value of `key` in place with `modify`, which sees a copy of the current
-    /// value and may change its bytes but not its length. Runs at most once, under the leaf's
-    /// exclusive latch, so updates of one key are atomic with respect to each other. Returns
-    /// `None` (without calling `modify`) if the key is absent, else `modify`'s result and the
-    /// end LSN of the change's log record. A large value (stored outside its leaf) is not
-    /// rewritten in place: that fails with `ValueTooLarge` (without calling `modify`).
+    /// value and may change its bytes but not its length, as part of `batch` (0: on its own).
+    /// Runs at most once, under the leaf's exclusive latch, so updates of one key are atomic
+    /// with respect to each other. Returns `None` (without calling `modify`) if the key is
+    /// absent, else `modify`'s result and what the write did (see [`Written`]). A large value
+    /// (stored outside its leaf) is not rewritten in place: that fails with `ValueTooLarge`
+    /// (without calling `modify`).
     pub(crate) fn update<R>(
         &self,
         key: &[u8],
         value: &mut Vec<u8>,
         modify: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<Option<(R, u64)>> {
+        batch: u64,
+    ) -> Result<Option<(R, Written)>> {
         let mut modify = Some(modify);
         let max = self.max_inline();
         let updated = self.bm.run(|mode| {
@@ -155,6 +157,7 @@ impl<P: Policy> BTree<P> {
                 .take()
                 .expect("nothing restarts after the latch is held");
             let result = modify(value);
+            let replaced = (batch != 0).then(|| StoredValue::of(leaf.stored(index)));
             let changed = self
                 .bm
                 .log()
@@ -166,13 +169,17 @@ impl<P: Policy> BTree<P> {
                 frame,
                 &mut guard,
                 self.root_page_id,
-                0,
+                batch,
                 op,
-                BeforeRef::Unrecorded,
+                before_ref(batch, replaced.as_ref()),
                 BlobChange::default(),
                 self.keys.counter(),
             );
-            Ok(Ok(Some((result, lsn))))
+            let written = Written {
+                lsn,
+                before: replaced,
+            };
+            Ok(Ok(Some((result, written))))
         })?;
         updated.map_err(|len| Error::ValueTooLarge {
             len: usize::try_from(len).unwrap_or(usize::MAX),

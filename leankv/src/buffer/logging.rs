@@ -127,8 +127,16 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Appends batch `batch`'s commit record, which frees the large values `dropped` its
-    /// changes replaced or removed; returns its end LSN.
-    pub(crate) fn commit(&self, log: &Log, batch: u64, dropped: &[BlobRef]) -> u64 {
+    /// changes replaced or removed; returns its end LSN. Without a log, frees them at once
+    /// and returns 0.
+    pub(crate) fn commit(&self, batch: u64, dropped: &[BlobRef]) -> u64 {
+        let Some(log) = &self.log else {
+            let mut ids = self.page_ids.lock();
+            for blob in dropped {
+                ids.release_extents(&blob.extents, 0);
+            }
+            return 0;
+        };
         if dropped.is_empty() {
             return log.append(|writer, _| writer.commit(batch)).1;
         }

@@ -1,0 +1,268 @@
+//! Transactions: atomic commits whose changes are applied as they are made, so that the
+//! transaction's own reads (through any handle) see them, and which a failing body undoes.
+//!
+//! A transaction is a write batch applied eagerly. Each change is applied at once, logged with
+//! the value it replaced and the transaction's batch id; when the body returns `Ok`, a commit
+//! record is appended; when it returns `Err` or panics, the changes are undone, last first, by
+//! more changes of the same batch, which is then committed (it changed nothing). After a crash,
+//! recovery rolls back a transaction whose commit record did not survive, as it does a batch.
+//!
+//! The transaction holds the batch gate shared from its start to its commit, so no checkpoint
+//! begins meanwhile (see `crate::batch`). That is why the body may not write through anything
+//! else of the same database on its thread: a write outside the transaction may wait for a
+//! checkpoint (`admit`) that waits for the gate. Such calls fail with
+//! [`Error::TransactionOpen`] instead (a thread-local list of the databases with a transaction
+//! open on this thread).
+//!
+//! Lock order: the batch gate before the map of open trees (`DbShared::trees`), everywhere; a
+//! body may drop a `Tree` handle, which locks that map.
+//!
+//! Invariant: between the first change and the commit or undo, the gate is held and the
+//! database's address is in this thread's list.
+
+use crate::batch::{self, Durability};
+use crate::blob::BlobChanges;
+use crate::btree::StoredValue;
+use crate::buffer::policy::{Lean, Policy};
+use crate::error::{Error, Result};
+use crate::shared::DbShared;
+use crate::tree::Tree;
+use parking_lot::RwLockReadGuard;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+thread_local! {
+    /// The databases (their shared state's address) with a transaction open on this thread.
+    static OPEN: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+fn address<P: Policy>(db: &DbShared<P>) -> usize {
+    db as *const DbShared<P> as usize
+}
+
+/// Fails with [`Error::TransactionOpen`] if this thread has a transaction open on `db`.
+pub(crate) fn refuse_if_open<P: Policy>(db: &DbShared<P>) -> Result<()> {
+    let open = OPEN.with(|open| {
+        let open = open.borrow();
+        !open.is_empty() && open.contains(&address(db))
+    });
+    if open {
+        return Err(Error::TransactionOpen);
+    }
+    Ok(())
+}
+
+/// Changes to one or more trees of one database, applied as they are made and committed
+/// atomically when the body of [`Db::transaction`](crate::Db::transaction) returns `Ok`:
+/// after any crash, entirely there or entirely absent. If the body returns `Err` or panics,
+/// every change is undone.
+///
+/// Reads need no method here: a change is in its tree as soon as the call that made it
+/// returns, so [`Tree::get`] and scans through any handle see it, on this thread and on
+/// others. Isolation is not part of the promise: other threads may see the changes before
+/// the commit (and then see them undone if the body fails), and two transactions that write
+/// the same key concurrently may each overwrite the other's value, also when one is undone.
+///
+/// While a transaction is open, checkpoints wait for it: keep transactions short.
+/// Within the body, write to the database only through the transaction: `Tree::insert`,
+/// `Db::write`, `Db::flush`, `Db::check_integrity`, `Db::open_tree` of a new tree, `Db::drop_tree`
+/// and nested transactions on the same database fail with [`Error::TransactionOpen`] on the
+/// thread that has it open.
+pub struct Transaction<'db, P: Policy = Lean> {
+    db: &'db Arc<DbShared<P>>,
+    /// The batch id its changes are logged under; without the log, any id but 0 (which would
+    /// not keep the values replaced).
+    id: u64,
+    /// The trees it changed, one handle each (kept so that their roots stay in the pool until
+    /// the end).
+    trees: Vec<Tree<P>>,
+    /// Per change, last last: its tree's index in `trees`, the key and the value it replaced
+    /// (`None`: absent).
+    changes: Vec<(usize, Vec<u8>, Option<StoredValue>)>,
+    /// The large values its changes replaced or removed, freed with its commit.
+    blobs: BlobChanges,
+    /// Held from the start to the commit or undo (with the log; see the module notes).
+    gate: Option<RwLockReadGuard<'db, ()>>,
+}
+
+impl<'db, P: Policy> Transaction<'db, P> {
+    /// Opens a transaction on `db` (admitted by the caller).
+    fn begin(db: &'db Arc<DbShared<P>>) -> Self {
+        let (id, gate) = match db.bm.log() {
+            Some(log) => (log.next_batch(), Some(db.batch_gate.read())),
+            None => (1, None),
+        };
+        OPEN.with(|open| open.borrow_mut().push(address(db)));
+        Transaction {
+            db,
+            id,
+            trees: Vec::new(),
+            changes: Vec::new(),
+            blobs: BlobChanges::default(),
+            gate,
+        }
+    }
+
+    /// Sets `key` to `value` in `tree`. Fails with [`Error::KeyTooLarge`] /
+    /// [`Error::ValueTooLarge`] beyond the database's limits, changing nothing.
+    pub fn insert(
+        &mut self,
+        tree: &Tree<P>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        tree.check_key(key)?;
+        tree.check_value(value)?;
+        let index = self.tree_index(tree)?;
+        let written = tree.handle.tree.insert(key, value, self.id)?;
+        self.changed(index, key, written.before);
+        Ok(())
+    }
+
+    /// Removes `key` from `tree`; returns whether it was present.
+    pub fn remove(&mut self, tree: &Tree<P>, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        let index = self.tree_index(tree)?;
+        if tree.check_key(key).is_err() {
+            return Ok(false); // no such key can be stored
+        }
+        let Some(written) = tree.handle.tree.remove(key, self.id)? else {
+            return Ok(false);
+        };
+        self.changed(index, key, written.before);
+        Ok(true)
+    }
+
+    /// Rewrites the value of `key` in `tree` in place, as [`Tree::update_in_place`] does (the
+    /// same length; `modify` runs at most once, under the leaf's latch, and must not use the
+    /// tree); returns `modify`'s result, or `None` if the key is absent.
+    pub fn update_in_place<R>(
+        &mut self,
+        tree: &Tree<P>,
+        key: impl AsRef<[u8]>,
+        modify: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>> {
+        let key = key.as_ref();
+        let index = self.tree_index(tree)?;
+        if tree.check_key(key).is_err() {
+            return Ok(None);
+        }
+        let updated = crate::tree::with_lookup_buffer(|buffer| {
+            tree.handle.tree.update(key, buffer, modify, self.id)
+        });
+        let Some((result, written)) = updated? else {
+            return Ok(None);
+        };
+        self.changed(index, key, written.before);
+        Ok(Some(result))
+    }
+
+    /// Changes made so far.
+    pub fn len(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// True before the first change.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// The index of `tree` in `self.trees` (added if new), once it is known to be a live tree
+    /// of this database.
+    fn tree_index(&mut self, tree: &Tree<P>) -> Result<usize> {
+        if !Arc::ptr_eq(&tree.handle.db, self.db) {
+            return Err(Error::InvalidOptions(
+                "a transaction got a tree of another database".into(),
+            ));
+        }
+        if tree.handle.tree.is_dropped() {
+            return Err(Error::TreeDropped);
+        }
+        let known = self
+            .trees
+            .iter()
+            .position(|known| Arc::ptr_eq(&known.handle.tree, &tree.handle.tree));
+        Ok(known.unwrap_or_else(|| {
+            self.trees.push(tree.clone());
+            self.trees.len() - 1
+        }))
+    }
+
+    /// Notes a change to `key` of tree `index` that replaced `before`.
+    fn changed(&mut self, index: usize, key: &[u8], before: Option<StoredValue>) {
+        if let Some(blob) = batch::large(self.db, before.as_ref()) {
+            self.blobs.dropped(blob);
+        }
+        self.changes.push((index, key.to_vec(), before));
+    }
+
+    /// Appends the commit record (none if nothing changed) and closes the transaction;
+    /// returns the record's end (0: none).
+    fn commit(mut self) -> u64 {
+        let blobs = std::mem::take(&mut self.blobs).unreferenced();
+        let end = if self.changes.is_empty() {
+            0
+        } else {
+            self.db.bm.commit(self.id, &blobs)
+        };
+        self.changes.clear();
+        end
+    }
+
+    /// Undoes every change, last first, and commits the undone batch (see
+    /// [`batch::abort`]).
+    fn undo(&mut self) {
+        if self.changes.is_empty() {
+            return;
+        }
+        let changes = std::mem::take(&mut self.changes);
+        let trees = &self.trees;
+        let undone = changes
+            .iter()
+            .rev()
+            .map(|(index, key, before)| (&*trees[*index].handle.tree, &key[..], before.as_ref()));
+        batch::abort(self.db, undone, self.id, std::mem::take(&mut self.blobs));
+    }
+}
+
+impl<P: Policy> Drop for Transaction<'_, P> {
+    /// A transaction dropped with changes (its body failed or panicked) is undone. Then the
+    /// gate goes before the tree handles (see the lock order in the module notes).
+    fn drop(&mut self) {
+        self.undo();
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            let at = open.iter().rposition(|&db| db == address(self.db));
+            debug_assert!(at.is_some(), "a transaction is in its thread's list");
+            if let Some(at) = at {
+                open.swap_remove(at);
+            }
+        });
+        self.gate.take();
+        self.trees.clear();
+    }
+}
+
+impl<P: Policy> std::fmt::Debug for Transaction<'_, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("changes", &self.changes.len())
+            .finish()
+    }
+}
+
+/// Runs `body` as a transaction on `db`, its commit durable as `durability` says (see
+/// [`Transaction`]).
+pub(crate) fn run<P: Policy, T, E: From<Error>>(
+    db: &Arc<DbShared<P>>,
+    durability: Durability,
+    body: impl FnOnce(&mut Transaction<'_, P>) -> Result<T, E>,
+) -> Result<T, E> {
+    db.admit()?;
+    let mut transaction = Transaction::begin(db);
+    let value = body(&mut transaction)?; // dropped on `Err`: undone
+    let end = transaction.commit();
+    db.commit_durability(end, durability)?;
+    Ok(value)
+}
