@@ -24,9 +24,8 @@ pub type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
 /// A table of an engine: its index in the [`Setup::tables`] the engine was opened with.
 pub type Table = usize;
 
-/// What the drivers need from an engine. Implementations are shared by all worker threads.
-/// Each operation stands alone (the engines' transactions are not used across operations).
-pub trait Engine: Send + Sync {
+/// The reads and writes the drivers make, on an engine or inside one of its transactions.
+pub trait Operations {
     /// Reads `key` the way a user of the engine would, through its natural public call, and
     /// hands the value to `consume`; false if absent. Engines whose natural call returns an
     /// owned value (leankv's `Tree::get`) pay its allocation here.
@@ -59,6 +58,11 @@ pub trait Engine: Send + Sync {
     /// order, until it returns false or the range ends. Knowing the end lets engines stop
     /// reading (and reading ahead) there.
     fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()>;
+}
+
+/// What the drivers need from an engine. Implementations are shared by all worker threads.
+/// Each operation stands alone (the engines' transactions are not used across operations).
+pub trait Engine: Operations + Send + Sync {
     fn io(&self) -> IoCounters {
         IoCounters::default()
     }
@@ -73,7 +77,7 @@ pub trait Engine: Send + Sync {
     /// Runs `body` as one transaction: engines that can make its writes one atomic commit do
     /// (see [`Engine::transaction_unit`]); the others run each operation as its own commit
     /// (`body(self)`).
-    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()>;
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Operations) -> Result<()>) -> Result<()>;
     /// What one commit holds inside [`Engine::transaction`], for the results.
     fn transaction_unit(&self) -> &'static str {
         OPERATION_COMMITS
@@ -85,7 +89,12 @@ pub trait Engine: Send + Sync {
 }
 
 /// Reads up to `count` pairs of `table` from `start` on; returns how many there were.
-pub fn scan_count(engine: &dyn Engine, table: Table, start: &[u8], count: usize) -> Result<usize> {
+pub fn scan_count(
+    engine: &dyn Operations,
+    table: Table,
+    start: &[u8],
+    count: usize,
+) -> Result<usize> {
     let mut seen = 0;
     if count > 0 {
         engine.scan(table, start, None, &mut |_, _| {

@@ -2,20 +2,20 @@
 //! Fig. 7: hash-table translation, LRU, pessimistic latches, all three) and the baselines that
 //! keep every page in memory (`inmem`) or in an mmapped file (`mmap`).
 
-use crate::engine::{DurabilityLevel, Engine, IoCounters, Setup, Table, Visit};
+use crate::engine::{DurabilityLevel, Engine, IoCounters, Operations, Setup, Table, Visit};
 use anyhow::{Context, Result};
 use leankv::ablations::{Db, Policy, Tree};
 use leankv::{Options, WriteBatch};
-use rustc_hash::FxHashMap;
+use std::cell::{RefCell, RefMut};
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What one commit holds in a leankv transaction (see [`Engine::transaction`]).
 pub const TRANSACTION_UNIT: &str =
-    "transaction: each transaction is one atomic WriteBatch (all or none after a crash; not \
-     isolated from concurrent transactions)";
+    "transaction: each transaction is one leankv Transaction, applied as it runs and committed \
+     atomically (all or none after a crash; not isolated from concurrent transactions)";
 
 /// The commit unit without the write-ahead log.
 const UNLOGGED_UNIT: &str = "operation: without the write-ahead log a crash loses everything \
@@ -132,7 +132,7 @@ impl<P: Policy> LeanEngine<P> {
     }
 }
 
-impl<P: Policy> Engine for LeanEngine<P> {
+impl<P: Policy> Operations for LeanEngine<P> {
     fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         value.clear();
         Ok(self.trees[table]
@@ -179,7 +179,9 @@ impl<P: Policy> Engine for LeanEngine<P> {
         let end = end.map_or(Bound::Unbounded, Bound::Excluded);
         Ok(self.trees[table].scan::<&[u8], _>((Bound::Included(start), end), visit)?)
     }
+}
 
+impl<P: Policy> Engine for LeanEngine<P> {
     fn io(&self) -> IoCounters {
         let stats = self.db.stats();
         IoCounters {
@@ -198,29 +200,19 @@ impl<P: Policy> Engine for LeanEngine<P> {
         self.db.stats().counters().to_vec()
     }
 
-    /// Collects the transaction's writes in one `WriteBatch`, committed when `body` returns
-    /// (nothing if it fails); its reads see its own writes first. Without the log, runs
-    /// `body` operation by operation (see [`UNLOGGED_UNIT`]).
-    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+    /// Runs `body` as one leankv transaction (`Db::transaction`): its writes are applied as
+    /// it makes them and committed when it returns (undone if it fails), and its reads see
+    /// them. Without the log, runs `body` operation by operation (see [`UNLOGGED_UNIT`]).
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Operations) -> Result<()>) -> Result<()> {
         if !self.logged {
             return body(self);
         }
-        let transaction = Transaction {
-            engine: self,
-            writes: Mutex::new(Writes {
-                batch: WriteBatch::default(),
-                values: self.trees.iter().map(|_| FxHashMap::default()).collect(),
-            }),
-        };
-        body(&transaction)?;
-        let Writes { batch, .. } = transaction
-            .writes
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !batch.is_empty() {
-            self.db.write(batch)?;
-        }
-        Ok(())
+        self.db.transaction(|txn| {
+            body(&Transaction {
+                engine: self,
+                txn: RefCell::new(txn),
+            })
+        })
     }
 
     fn transaction_unit(&self) -> &'static str {
@@ -243,105 +235,49 @@ impl<P: Policy> Engine for LeanEngine<P> {
     }
 }
 
-/// A transaction's view of a [`LeanEngine`]: writes go into a batch, reads see them first.
-/// Scans see only what is committed (TPC-C never scans what its transaction wrote). The mutex
-/// is uncontended: one worker runs a transaction.
-struct Transaction<'e, P: Policy> {
-    engine: &'e LeanEngine<P>,
-    writes: Mutex<Writes<P>>,
+/// A transaction's view of a [`LeanEngine`]: writes go through the open leankv transaction,
+/// reads and scans to the trees (which hold its writes already). Used by the one worker
+/// thread that runs the transaction.
+struct Transaction<'t, 'db, P: Policy> {
+    engine: &'t LeanEngine<P>,
+    txn: RefCell<&'t mut leankv::Transaction<'db, P>>,
 }
 
-/// A transaction's writes: the batch, and per table and key the value written (`None`:
-/// removed) for its own reads (maps per table, so a read finds its key without copying it).
-struct Writes<P: Policy> {
-    batch: WriteBatch<P>,
-    values: Vec<FxHashMap<Vec<u8>, Option<Vec<u8>>>>,
+impl<'t, 'db, P: Policy> Transaction<'t, 'db, P> {
+    fn txn(&self) -> RefMut<'_, &'t mut leankv::Transaction<'db, P>> {
+        self.txn.borrow_mut()
+    }
 }
 
-impl<P: Policy> Transaction<'_, P> {
-    /// The value of `key` as this transaction sees it, into `value`; false if absent.
-    fn read(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        let writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(written) = writes.values[table].get(key) {
-            value.clear();
-            value.extend_from_slice(written.as_deref().unwrap_or_default());
-            return Ok(written.is_some());
-        }
-        drop(writes);
+impl<P: Policy> Operations for Transaction<'_, '_, P> {
+    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         self.engine.get(table, key, value)
     }
 
-    /// Adds the change to the batch and keeps `value` for the transaction's own reads.
-    fn write(&self, table: Table, key: &[u8], value: Option<Vec<u8>>) {
-        let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-        let tree = &self.engine.trees[table];
-        match &value {
-            Some(value) => writes.batch.insert(tree, key, value),
-            None => writes.batch.remove(tree, key),
-        }
-        writes.values[table].insert(key.to_vec(), value);
-    }
-}
-
-impl<P: Policy> Engine for Transaction<'_, P> {
-    fn get(&self, table: Table, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        self.read(table, key, value)
-    }
-
-    /// As the transaction sees the value (its own writes first), handed over as an owned copy.
     fn natural_read(
         &self,
         table: Table,
         key: &[u8],
         consume: &mut dyn FnMut(&[u8]),
     ) -> Result<bool> {
-        let mut value = Vec::new();
-        let found = self.read(table, key, &mut value)?;
-        if found {
-            consume(&value);
-        }
-        Ok(found)
+        self.engine.natural_read(table, key, consume)
     }
 
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write(table, key, Some(value.to_vec()));
-        Ok(())
+        Ok(self.txn().insert(&self.engine.trees[table], key, value)?)
     }
 
     fn update(&self, table: Table, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> Result<bool> {
-        let mut value = Vec::new();
-        if !self.read(table, key, &mut value)? {
-            return Ok(false);
-        }
-        modify(&mut value);
-        self.write(table, key, Some(value));
-        Ok(true)
+        let tree = &self.engine.trees[table];
+        Ok(self.txn().update_in_place(tree, key, modify)?.is_some())
     }
 
     fn delete(&self, table: Table, key: &[u8]) -> Result<bool> {
-        let mut value = Vec::new();
-        if !self.read(table, key, &mut value)? {
-            return Ok(false);
-        }
-        self.write(table, key, None);
-        Ok(true)
+        Ok(self.txn().remove(&self.engine.trees[table], key)?)
     }
 
     fn scan(&self, table: Table, start: &[u8], end: Option<&[u8]>, visit: Visit) -> Result<()> {
         self.engine.scan(table, start, end, visit)
-    }
-
-    /// Already inside one: a nested transaction is part of it.
-    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
-        body(self)
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.engine.flush()
-    }
-
-    fn settings(&self) -> String {
-        self.engine.settings()
     }
 }
 

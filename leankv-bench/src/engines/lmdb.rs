@@ -1,7 +1,7 @@
 //! LMDB through heed (feature `lmdb`): it has no cache of its own (the OS page cache holds its
 //! mapped file; cap it with a memory cgroup), commits synced or not as `--durability` says.
 
-use crate::engine::{DurabilityLevel, Engine, Setup, Table, Visit};
+use crate::engine::{DurabilityLevel, Engine, Operations, Setup, Table, Visit};
 use anyhow::Result;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
@@ -73,7 +73,7 @@ impl Drop for Lmdb {
     }
 }
 
-impl Engine for Lmdb {
+impl Operations for Lmdb {
     fn natural_read(
         &self,
         table: Table,
@@ -138,8 +138,10 @@ impl Engine for Lmdb {
         }
         Ok(())
     }
+}
 
-    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+impl Engine for Lmdb {
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Operations) -> Result<()>) -> Result<()> {
         body(self)
     }
 

@@ -2,7 +2,7 @@
 //! every commit durable under `--durability immediate`, else a durable commit every so often so
 //! that freed pages get reused.
 
-use crate::engine::{DurabilityLevel, Engine, Setup, Table, Visit};
+use crate::engine::{DurabilityLevel, Engine, Operations, Setup, Table, Visit};
 use anyhow::Result;
 use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
 use std::path::Path;
@@ -81,7 +81,7 @@ impl Redb {
     }
 }
 
-impl Engine for Redb {
+impl Operations for Redb {
     fn natural_read(
         &self,
         table: Table,
@@ -153,8 +153,10 @@ impl Engine for Redb {
         }
         Ok(())
     }
+}
 
-    fn transaction(&self, body: &mut dyn FnMut(&dyn Engine) -> Result<()>) -> Result<()> {
+impl Engine for Redb {
+    fn transaction(&self, body: &mut dyn FnMut(&dyn Operations) -> Result<()>) -> Result<()> {
         body(self)
     }
 

@@ -115,7 +115,7 @@ pub(super) fn run_one(
         page_writes_per_s: per_second(measured.page_writes),
         mib_written_per_s: measured.bytes_written as f64 / seconds / (1 << 20) as f64,
         durability: config.durability,
-        commit_unit: super::commit_unit(engine.as_ref(), config, threads),
+        commit_unit: engine.transaction_unit(),
         log_mib_written_per_s: counter(&counters, "log_bytes_written")
             .map(|bytes| per_second(bytes) / (1 << 20) as f64),
         log_syncs_per_s: counter(&counters, "log_syncs").map(per_second),
@@ -252,7 +252,6 @@ fn work(
     let own: Vec<u32> = (1..=config.warehouses)
         .filter(|w| !config.affinity || (*w as usize - 1) % threads == worker)
         .collect();
-    let atomic = super::atomic_transactions(config, threads);
     let run_constants = NurandConstants::for_run(constants(), &mut fastrand::Rng::with_seed(SEED));
     let random = TpccRandom::new(clock.seed(worker), run_constants);
     let mut worker_state = Worker::new(engine, random, config.warehouses, worker as u32 + 1);
@@ -266,7 +265,7 @@ fn work(
         let w = own[worker_state.random.rng.usize(..own.len())];
         let started = Instant::now();
         let outcome = worker_state
-            .run(kind, w, atomic)
+            .run(kind, w)
             .with_context(|| format!("{} on warehouse {w}", kind.name()))?;
         let index = kind as usize;
         tally.histograms[index].saturating_record(started.elapsed().as_nanos() as u64);

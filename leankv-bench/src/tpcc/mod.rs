@@ -24,25 +24,10 @@ pub use results::{summary, table, TpccRecord};
 pub use setup::Config;
 pub(crate) use setup::{copy_dir, ensure_loaded};
 
-use crate::engine::{Engine, EngineKind, PoolSize, OPERATION_COMMITS};
+use crate::engine::{EngineKind, PoolSize};
 use crate::harness::Environment;
 use crate::report;
 use anyhow::{bail, Context, Result};
-
-/// Whether the workers run each transaction as one engine transaction (see `txn`): only
-/// when no two workers share a district, since the engines' transactions are not isolated.
-pub fn atomic_transactions(config: &Config, threads: usize) -> bool {
-    config.affinity || threads == 1
-}
-
-/// What one commit covers, stored with every run.
-pub fn commit_unit(engine: &dyn Engine, config: &Config, threads: usize) -> &'static str {
-    if atomic_transactions(config, threads) {
-        engine.transaction_unit()
-    } else {
-        OPERATION_COMMITS
-    }
-}
 
 /// Runs `config`, appending each run to the results file; fails if a check fails.
 pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
@@ -92,10 +77,20 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
         }
     }
     println!("{}", table(&records).render());
-    println!(
-        "durability {} per write, not per transaction: transactions are not atomic under a crash",
-        config.durability.name()
-    );
+    for unit in records
+        .iter()
+        .map(|record| {
+            format!(
+                "{}: durability {}, commit per {}",
+                record.engine,
+                config.durability.name(),
+                record.commit_unit
+            )
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        println!("{unit}");
+    }
     if config.repeat > 1 {
         println!(
             "\nmedians over {} rounds:\n{}",

@@ -1,16 +1,13 @@
 //! The five TPC-C transactions (clauses 2.4–2.8) over the key-value interface.
 //!
-//! With warehouse affinity (or one worker), each transaction runs as one engine transaction
-//! ([`Engine::transaction`]): leankv collects its writes in one atomic `WriteBatch` (all or none
-//! after a crash) whose reads see its own writes; engines without that run it operation by
-//! operation, each write its own commit (records say which in `commit_unit`). Transactions are
-//! not isolated from each other, which is why two workers never share a district while they
-//! are atomic: Delivery's claim of an order and the district counters stay one worker's.
-//! Without affinity every write commits on its own. Rules that keep the database consistent:
-//! * Read-modify-writes of a row (counters, balances, stock) go through [`Engine::update`],
-//!   which is atomic per key operation by operation (inside a transaction, the rows another
-//!   worker may change too are remote stock and customers, which no consistency condition
-//!   reads).
+//! Each transaction runs as one engine transaction ([`Engine::transaction`]): leankv's applies
+//! its writes as they are made and commits them atomically (all or none after a crash);
+//! engines without such transactions run it operation by operation, each write its own commit
+//! (records say which in `commit_unit`). Transactions are not isolated from each other, in
+//! leankv as operation by operation, so the rules that keep the database consistent are the
+//! same for both:
+//! * Read-modify-writes of a row (counters, balances, stock) go through [`Operations::update`],
+//!   which is atomic per key.
 //! * New-Order's 1% rollback case (an unused item id, clause 2.4.2.3) is detected before
 //!   anything is written: all items are looked up first, and the transaction stops with no
 //!   effect if one is missing. The order id is only taken after that check.
@@ -26,7 +23,7 @@
 use super::load::{now, DISTRICTS, ITEMS};
 use super::random::{last_name, TpccRandom};
 use super::schema::*;
-use crate::engine::{Engine, Table};
+use crate::engine::{Engine, Operations, Table};
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 
@@ -84,14 +81,19 @@ pub enum Outcome {
 const UNUSED_ITEM: u32 = ITEMS + 1;
 
 /// Reads the row under `key` (which must exist) and decodes it.
-fn read<R: Row>(engine: &dyn Engine, table: Table, key: &[u8], buffer: &mut Vec<u8>) -> Result<R> {
+fn read<R: Row>(
+    engine: &dyn Operations,
+    table: Table,
+    key: &[u8],
+    buffer: &mut Vec<u8>,
+) -> Result<R> {
     read_fields(engine, table, key, buffer, R::decode)
 }
 
 /// Reads the row under `key` (which must exist) into `buffer` and hands it to `fields`, which
 /// returns `None` if it is not a row of `table` (see `Row::fields_at`).
 fn read_fields<T>(
-    engine: &dyn Engine,
+    engine: &dyn Operations,
     table: Table,
     key: &[u8],
     buffer: &mut Vec<u8>,
@@ -106,7 +108,7 @@ fn read_fields<T>(
 /// Changes the row under `key` (which must exist) with `change`, atomically; returns what
 /// `change` returned.
 fn update<R: Row, T>(
-    engine: &dyn Engine,
+    engine: &dyn Operations,
     table: Table,
     key: &[u8],
     change: impl FnOnce(&mut R) -> T,
@@ -123,7 +125,7 @@ fn update<R: Row, T>(
 /// encoded row and returns `None` if it is not a row of `table` (see the in-place accessors
 /// of [`Stock`] and [`Customer`]); atomically, as [`update`].
 fn update_in_place<T>(
-    engine: &dyn Engine,
+    engine: &dyn Operations,
     table: Table,
     key: &[u8],
     change: impl FnOnce(&mut [u8]) -> Option<T>,
@@ -144,7 +146,7 @@ fn update_in_place<T>(
 
 /// Keys (and values) of `table` that start with `prefix`, in order, until `visit` returns false.
 fn scan_prefix(
-    engine: &dyn Engine,
+    engine: &dyn Operations,
     table: Table,
     prefix: &[u8],
     mut visit: impl FnMut(&[u8], &[u8]) -> bool,
@@ -186,13 +188,9 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Runs one transaction of `kind` with home warehouse `w`: as one engine transaction
-    /// (its writes commit together) if `atomic`, else operation by operation.
-    pub fn run(&mut self, kind: Kind, w: u32, atomic: bool) -> Result<Outcome> {
+    /// Runs one transaction of `kind` with home warehouse `w` as one engine transaction.
+    pub fn run(&mut self, kind: Kind, w: u32) -> Result<Outcome> {
         let engine = self.engine;
-        if !atomic {
-            return self.run_on(engine, kind, w);
-        }
         let mut outcome = Outcome::Committed;
         engine.transaction(&mut |transaction| {
             outcome = self.run_on(transaction, kind, w)?;
@@ -201,7 +199,7 @@ impl<'a> Worker<'a> {
         Ok(outcome)
     }
 
-    fn run_on(&mut self, engine: &dyn Engine, kind: Kind, w: u32) -> Result<Outcome> {
+    fn run_on(&mut self, engine: &dyn Operations, kind: Kind, w: u32) -> Result<Outcome> {
         match kind {
             Kind::NewOrder => self.new_order(engine, w),
             Kind::Payment => self.payment(engine, w).map(|()| Outcome::Committed),
@@ -226,7 +224,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.4.
-    pub fn new_order(&mut self, engine: &dyn Engine, w: u32) -> Result<Outcome> {
+    pub fn new_order(&mut self, engine: &dyn Operations, w: u32) -> Result<Outcome> {
         let d = self.district();
         let c = self.random.customer_id();
         let line_count = self.random.uniform(5, 15);
@@ -323,7 +321,7 @@ impl<'a> Worker<'a> {
     /// first name (clause 2.5.2.2).
     fn customer_by_last_name(
         &mut self,
-        engine: &dyn Engine,
+        engine: &dyn Operations,
         w: u32,
         d: u8,
         last: &[u8],
@@ -349,7 +347,7 @@ impl<'a> Worker<'a> {
     }
 
     /// 60% by last name, else by id (clauses 2.5.1.2 and 2.6.1.2).
-    fn choose_customer(&mut self, engine: &dyn Engine, w: u32, d: u8) -> Result<u32> {
+    fn choose_customer(&mut self, engine: &dyn Operations, w: u32, d: u8) -> Result<u32> {
         if self.random.uniform(1, 100) <= 60 {
             let last = last_name(self.random.last_name_number());
             self.customer_by_last_name(engine, w, d, &last)
@@ -359,7 +357,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.5.
-    pub fn payment(&mut self, engine: &dyn Engine, w: u32) -> Result<()> {
+    pub fn payment(&mut self, engine: &dyn Operations, w: u32) -> Result<()> {
         let d = self.district();
         let (customer_w, customer_d) = if self.warehouses == 1 || self.random.uniform(1, 100) <= 85
         {
@@ -430,7 +428,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.6. Returns the number of order lines of the customer's last order.
-    pub fn order_status(&mut self, engine: &dyn Engine, w: u32) -> Result<usize> {
+    pub fn order_status(&mut self, engine: &dyn Operations, w: u32) -> Result<usize> {
         let d = self.district();
         let c = self.choose_customer(engine, w, d)?;
         let customer: Customer = read(engine, CUSTOMER, &customer_key(w, d, c), &mut self.buffer)?;
@@ -462,7 +460,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.7 (all ten districts in one go, as the deferred execution would).
-    pub fn delivery(&mut self, engine: &dyn Engine, w: u32) -> Result<()> {
+    pub fn delivery(&mut self, engine: &dyn Operations, w: u32) -> Result<()> {
         let carrier = self.random.uniform(1, 10) as u8;
         let date = now();
         for d in 1..=DISTRICTS {
@@ -500,7 +498,7 @@ impl<'a> Worker<'a> {
     /// Deletes the district's oldest new order and returns its id (`None` if there is none).
     fn claim_oldest_new_order(
         &mut self,
-        engine: &dyn Engine,
+        engine: &dyn Operations,
         w: u32,
         d: u8,
     ) -> Result<Option<u32>> {
@@ -521,7 +519,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Clause 2.8. Returns the number of recently sold items low in stock.
-    pub fn stock_level(&mut self, engine: &dyn Engine, w: u32) -> Result<usize> {
+    pub fn stock_level(&mut self, engine: &dyn Operations, w: u32) -> Result<usize> {
         let d = self.district();
         let threshold = self.random.uniform(10, 20);
         let district: District = read(engine, DISTRICT, &district_key(w, d), &mut self.buffer)?;
