@@ -27,6 +27,9 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// How long a checkpoint blocks new batches while it waits for the batch gate, per try.
+const GATE_TRY: std::time::Duration = std::time::Duration::from_millis(1);
+
 pub(crate) struct DbShared<P: Policy> {
     pub(crate) path: PathBuf,
     pub(crate) bm: Arc<BufferManager<P>>,
@@ -87,7 +90,7 @@ impl<P: Policy> DbShared<P> {
         let log = self.bm.log().expect("checkpoints need the log");
         let _one_at_a_time = self.checkpointing.lock();
         let position = {
-            let _no_batch_in_flight = self.batch_gate.write();
+            let _no_batch_in_flight = self.exclusive_batch_gate();
             self.bm.begin_checkpoint(log, || self.key_counts.snapshot())
         };
         self.bm.flush()?;
@@ -96,6 +99,18 @@ impl<P: Policy> DbShared<P> {
         self.write_superblock(open, Some(position))?;
         log.checkpoint_completed(position);
         Ok(())
+    }
+
+    /// The batch gate, exclusively. Waiting for it blocks new readers, so the wait is cut
+    /// into short tries: a transaction's body that waits for another thread's batch (or a
+    /// transaction on a second database) would otherwise wait for this checkpoint, which waits
+    /// for that transaction. Between tries the readers blocked meanwhile get in.
+    fn exclusive_batch_gate(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        loop {
+            if let Some(gate) = self.batch_gate.try_write_for(GATE_TRY) {
+                return gate;
+            }
+        }
     }
 
     /// Writes every known key count into its tree's catalog entry (where an open that replays

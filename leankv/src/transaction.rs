@@ -63,8 +63,15 @@ pub(crate) fn refuse_if_open<P: Policy>(db: &DbShared<P>) -> Result<()> {
 /// the commit (and then see them undone if the body fails), and two transactions that write
 /// the same key concurrently may each overwrite the other's value, also when one is undone.
 ///
-/// While a transaction is open, checkpoints wait for it: keep transactions short.
-/// Within the body, write to the database only through the transaction: `Tree::insert`,
+/// Undoing restores the values the transaction replaced, whatever other threads wrote to those
+/// keys meanwhile: a failed transaction can overwrite another thread's acknowledged write of a
+/// key it also wrote. (Without the write-ahead log, an undo that fails, on an I/O error or a
+/// full pool, leaves the changes it could not restore.)
+///
+/// While a transaction is open, checkpoints wait for it: keep transactions short, and do not
+/// make the body wait for another thread that writes to the same database (when the log runs
+/// far ahead of checkpoints, that thread's write waits for a checkpoint, which waits for the
+/// transaction). Within the body, write to the database only through the transaction: `Tree::insert`,
 /// `Db::write`, `Db::flush`, `Db::check_integrity`, `Db::open_tree` of a new tree, `Db::drop_tree`
 /// and nested transactions on the same database fail with [`Error::TransactionOpen`] on the
 /// thread that has it open.
@@ -169,7 +176,8 @@ impl<'db, P: Policy> Transaction<'db, P> {
     }
 
     /// The index of `tree` in `self.trees` (added if new), once it is known to be a live tree
-    /// of this database.
+    /// of this database; waits first while the log's writer is far behind (see
+    /// `Log::admit_in_batch`).
     fn tree_index(&mut self, tree: &Tree<P>) -> Result<usize> {
         if !Arc::ptr_eq(&tree.handle.db, self.db) {
             return Err(Error::InvalidOptions(
@@ -178,6 +186,9 @@ impl<'db, P: Policy> Transaction<'db, P> {
         }
         if tree.handle.tree.is_dropped() {
             return Err(Error::TreeDropped);
+        }
+        if let Some(log) = self.db.bm.log() {
+            log.admit_in_batch();
         }
         let known = self
             .trees

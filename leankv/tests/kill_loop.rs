@@ -1,6 +1,7 @@
 //! A real kill -9 loop over the file storage: a child process writes with three threads (single
-//! inserts with `Durability::Immediate` and `Eventual`, atomic batches that insert two keys
-//! and remove one of the previous batch, and rounds that insert a few hundred keys in one batch
+//! inserts with `Durability::Immediate` and `Eventual`, atomic batches or transactions that
+//! insert two keys and remove one of the previous batch, transactions that fail and are undone
+//! (their keys never present, the key they removed back), and rounds that insert a few hundred keys in one batch
 //! and then remove them with one `remove_range` or drop the tree they were put in), the parent
 //! kills it with SIGKILL at a random moment, reopens (recovery), and checks against what the
 //! child had acknowledged:
@@ -96,17 +97,33 @@ fn child(dir: &Path, cycle: u64) -> ! {
                         let batch = format!("c{cycle}t{thread}b{n}");
                         let previous = format!("c{cycle}t{thread}b{}", n.saturating_sub(4));
                         line(format!("attempt batch {batch} {previous}\n"));
-                        let mut writes = WriteBatch::new();
-                        writes.insert(tree, format!("{batch}-0"), value(&batch, 0));
-                        writes.insert(tree, format!("{batch}-1"), value(&batch, 1));
-                        if n >= 7 {
-                            writes.remove(tree, format!("{previous}-1"));
+                        if n % 8 == 7 {
+                            // The same changes as a transaction.
+                            db.transaction_with(durability, |txn| {
+                                txn.insert(tree, format!("{batch}-0"), value(&batch, 0))?;
+                                txn.insert(tree, format!("{batch}-1"), value(&batch, 1))?;
+                                if n >= 7 {
+                                    txn.remove(tree, format!("{previous}-1"))?;
+                                }
+                                Ok::<_, leankv::Error>(())
+                            })
+                            .unwrap();
+                        } else {
+                            let mut writes = WriteBatch::new();
+                            writes.insert(tree, format!("{batch}-0"), value(&batch, 0));
+                            writes.insert(tree, format!("{batch}-1"), value(&batch, 1));
+                            if n >= 7 {
+                                writes.remove(tree, format!("{previous}-1"));
+                            }
+                            db.write_with(writes, durability).unwrap();
                         }
-                        db.write_with(writes, durability).unwrap();
                         if thread == 0 {
                             line(format!("ack batch {batch}\n"));
                         }
                     } else {
+                        if n % 16 == 5 {
+                            abandoned_transaction(db, tree, &format!("c{cycle}t{thread}"), n);
+                        }
                         let key = format!("c{cycle}t{thread}k{}", n % 50);
                         line(format!("attempt put {key} {n}\n"));
                         let mut writes = WriteBatch::new();
@@ -121,6 +138,21 @@ fn child(dir: &Path, cycle: u64) -> ! {
         }
     });
     unreachable!("the writers never stop");
+}
+
+/// A transaction that fails after its changes, so that they are undone: two keys no batch
+/// attempted (present after a crash, they would be invented) and the removal of the first key
+/// of `writer`'s latest batch (number `n - 2`; missing, that batch would be partly present).
+fn abandoned_transaction(db: &Db, tree: &leankv::Tree, writer: &str, n: u64) {
+    let abandoned = format!("{writer}x{n}");
+    let latest = format!("{writer}b{}-0", n - 2);
+    let failed = db.transaction(|txn| {
+        txn.insert(tree, format!("{abandoned}-0"), value(&abandoned, 0))?;
+        txn.insert(tree, format!("{abandoned}-1"), value(&abandoned, 1))?;
+        txn.remove(tree, &latest)?;
+        Err::<(), _>(None)
+    });
+    assert!(matches!(failed, Err(None)), "fails on purpose: {failed:?}");
 }
 
 /// What the children attempted and had acknowledged, over all cycles so far.

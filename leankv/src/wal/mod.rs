@@ -469,6 +469,21 @@ impl Log {
         Ok(())
     }
 
+    /// [`Self::admit`] for a change inside an open batch, which holds the batch gate and so
+    /// must not wait for a checkpoint: waits only while more than `MAX_QUEUED_BYTES` wait
+    /// for the writer (which needs no gate), so that the log's memory stays bounded.
+    pub(crate) fn admit_in_batch(&self) {
+        if !self.inner.throttled.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = self.inner.state.lock();
+        while state.pending_bytes > MAX_QUEUED_BYTES && state.failed.is_none() && !state.shutdown {
+            self.inner
+                .progress
+                .wait_for(&mut state, Duration::from_millis(10));
+        }
+    }
+
     pub(crate) fn counters(&self) -> LogCounters {
         LogCounters {
             bytes: self.inner.bytes.load(Ordering::Relaxed),
