@@ -136,7 +136,7 @@ fn a_short_run_records_its_time_series_and_passes_the_checks() {
     assert!(!record.series.is_empty() && record.series.iter().all(|s| s.second > 0.0));
     assert!(record.data_bytes_end > record.data_bytes_start);
     // Immediate durability: every commit waited for a log sync, and the record says that each
-    // transaction was one atomic batch.
+    // transaction was one atomic commit.
     assert!(record.engine_settings.contains("durability immediate"));
     assert!(record.log_syncs_per_s.unwrap() > 0.0 && record.log_mib_written_per_s.unwrap() > 0.0);
     assert!(
