@@ -392,7 +392,7 @@ pub(crate) fn finish_range_removal<P: Policy>(
 
 /// Removes the catalog entry naming the tree whose root is page `root`, if there is one.
 fn remove_catalog_entry<P: Policy>(db: &Arc<DbShared<P>>, root: u64) -> Result<()> {
-    for (name, tree_root, _) in crate::db::catalog_entries(db)? {
+    for (name, tree_root, _) in crate::catalog::catalog_entries(db)? {
         if tree_root == root {
             db.catalog.remove(name.as_bytes(), 0)?;
         }

@@ -1,4 +1,4 @@
-//! The database: options, open/close, the catalog of named trees, statistics.
+//! The database: options, open/close, named trees (the catalog: `crate::catalog`), statistics.
 //!
 //! A database is a directory holding the page file (`leankv.pages`) and a lock file (`LOCK`,
 //! held with an exclusive advisory lock while open). Page 0 of the page file is the superblock;
@@ -10,9 +10,9 @@
 
 use crate::batch::{Durability, WriteBatch};
 use crate::btree::check::{Checker, IntegrityReport};
-use crate::btree::BTree;
 use crate::buffer::policy::{Lean, Policy};
 use crate::buffer::Counter;
+use crate::catalog;
 use crate::error::{Error, Result};
 use crate::io::{FileStorage, IoMode, Storage};
 use crate::open::{self, Files, LOG_FILES, PAGE_FILE};
@@ -20,16 +20,12 @@ use crate::options::Options;
 use crate::shared::DbShared;
 use crate::transaction::Transaction;
 use crate::tree::Tree;
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
 const LOCK_FILE: &str = "LOCK";
-/// How the catalog's handle calls itself in `Debug` output (no tree can have this name: it is
-/// not a name the catalog maps, only a label).
-const CATALOG_NAME: &str = "<catalog>";
 
 /// Counters and facts about a running database, from [`Db::stats`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,7 +281,7 @@ impl<P: Policy> Db<P> {
                 max: shared.max_key_size,
             });
         }
-        let tree = open_named_tree(shared, name)?;
+        let tree = catalog::open_named_tree(shared, name)?;
         Ok(Tree::new(shared.clone(), tree, name.into()))
     }
 
@@ -319,7 +315,7 @@ impl<P: Policy> Db<P> {
         // The gate before the trees (the lock order of `crate::transaction`).
         let gate = shared.batch_gate.read();
         let mut trees = shared.trees.lock();
-        let Some(tree) = named_tree(shared, &mut trees, name)? else {
+        let Some(tree) = catalog::named_tree(shared, &mut trees, name)? else {
             return Ok(false);
         };
         tree.mark_dropped();
@@ -496,7 +492,7 @@ impl<P: Policy> Db<P> {
         for item in self.catalog().iter() {
             let (name, entry) = item?;
             let name = String::from_utf8_lossy(&name).into_owned();
-            match decode_catalog_entry(&entry) {
+            match catalog::decode_catalog_entry(&entry) {
                 Some((root, _)) => checker.tree(&name, root),
                 None => checker
                     .report
@@ -509,11 +505,7 @@ impl<P: Policy> Db<P> {
 
     /// The catalog as a tree handle (read-only use: names to root page ids).
     fn catalog(&self) -> Tree<P> {
-        Tree::new(
-            self.shared.clone(),
-            self.shared.catalog.clone(),
-            CATALOG_NAME.into(),
-        )
+        catalog::handle(&self.shared)
     }
 
     /// Writes everything and releases the directory. Handles still around return
@@ -528,107 +520,6 @@ impl<P: Policy> Drop for Db<P> {
         // Errors cannot be returned from drop; `close` is the way to see them.
         let _ = self.shared.close();
     }
-}
-
-/// The tree `name`, opened (its root hot) or created, and registered as open.
-pub(crate) fn open_named_tree<P: Policy>(
-    shared: &Arc<DbShared<P>>,
-    name: &str,
-) -> Result<Arc<BTree<P>>> {
-    if let Some(tree) = named_tree(shared, &mut shared.trees.lock(), name)? {
-        return Ok(tree);
-    }
-    shared.admit()?;
-    let (tree, written) = {
-        // No checkpoint begins between the new root and its catalog entry: recovery frees a
-        // root whose entry a crash lost only if it replays the root's creation. The gate
-        // before the trees (the lock order of `crate::transaction`).
-        let _gate = shared.batch_gate.read();
-        let mut trees = shared.trees.lock();
-        if let Some(tree) = named_tree(shared, &mut trees, name)? {
-            return Ok(tree); // created meanwhile
-        }
-        let tree = Arc::new(BTree::create(&shared.bm, &shared.key_counts)?);
-        let entry = encode_catalog_entry(tree.root_page_id(), 0);
-        let written = shared.catalog.insert(name.as_bytes(), &entry, 0)?;
-        trees.insert(name.to_string(), tree.clone());
-        (tree, written)
-    };
-    shared.commit_durability(written.lsn, shared.durability)?;
-    Ok(tree)
-}
-
-/// The tree the catalog names `name`, ready for use (opened into `trees`, the locked map of
-/// open trees, if it was not), or `None`.
-fn named_tree<P: Policy>(
-    shared: &DbShared<P>,
-    trees: &mut HashMap<String, Arc<BTree<P>>>,
-    name: &str,
-) -> Result<Option<Arc<BTree<P>>>> {
-    if let Some(tree) = trees.get(name) {
-        if !tree.has_handles() {
-            tree.attach()?;
-        }
-        return Ok(Some(tree.clone()));
-    }
-    let mut entry = Vec::new();
-    if !shared.catalog.lookup(name.as_bytes(), &mut entry)? {
-        return Ok(None);
-    }
-    let corrupt = |reason: String| Error::corruption(shared.catalog.root_page_id(), reason);
-    let (root, _) = decode_catalog_entry(&entry)
-        .ok_or_else(|| corrupt(format!("catalog entry of tree {name:?} is not a page id")))?;
-    // Two trees on one root would be two copies of one page in the pool.
-    if root == shared.catalog.root_page_id()
-        || trees.values().any(|tree| tree.root_page_id() == root)
-    {
-        return Err(corrupt(format!(
-            "tree {name:?} has the root page {root} of another tree"
-        )));
-    }
-    let tree = Arc::new(BTree::open(&shared.bm, root, &shared.key_counts)?);
-    trees.insert(name.to_string(), tree.clone());
-    Ok(Some(tree))
-}
-
-/// A catalog entry's value: the tree's root page id, then its key count as of the last clean
-/// close (see `crate::key_count`).
-pub(crate) fn encode_catalog_entry(root: u64, keys: u64) -> [u8; 16] {
-    let mut entry = [0; 16];
-    entry[..8].copy_from_slice(&root.to_le_bytes());
-    entry[8..].copy_from_slice(&keys.to_le_bytes());
-    entry
-}
-
-/// The root page id and saved key count of a catalog entry (no count in an entry written
-/// before counts were kept); `None` if it is neither form.
-pub(crate) fn decode_catalog_entry(entry: &[u8]) -> Option<(u64, Option<u64>)> {
-    let word = |bytes: &[u8]| Some(u64::from_le_bytes(bytes.try_into().ok()?));
-    match entry.len() {
-        8 => Some((word(entry)?, None)),
-        16 => Some((word(&entry[..8])?, word(&entry[8..]))),
-        _ => None,
-    }
-}
-
-/// Every catalog entry: tree names (lossily as text), root page ids and saved key counts.
-pub(crate) fn catalog_entries<P: Policy>(
-    shared: &Arc<DbShared<P>>,
-) -> Result<Vec<(String, u64, Option<u64>)>> {
-    let catalog = Tree::new(shared.clone(), shared.catalog.clone(), CATALOG_NAME.into());
-    let mut entries = Vec::new();
-    for item in catalog.iter() {
-        let (name, entry) = item?;
-        let name = String::from_utf8_lossy(&name).into_owned();
-        let (root, keys) = decode_catalog_entry(&entry).ok_or_else(|| {
-            Error::corruption(
-                shared.catalog.root_page_id(),
-                format!("catalog entry of tree {name:?} is not a page id"),
-            )
-        })?;
-        entries.push((name, root, keys));
-    }
-    Ok(entries)
 }
 
 /// Creates `dir` if missing and takes its lock file, or reports who holds it.

@@ -41,6 +41,7 @@ mod batch;
 mod blob;
 mod btree;
 mod buffer;
+mod catalog;
 mod checkpoint;
 mod db;
 mod error;

@@ -233,7 +233,7 @@ pub(crate) fn open<P: Policy>(
     });
     let finish = || -> Result<()> {
         if counts_in_catalog {
-            for (_, root, keys) in crate::db::catalog_entries(&shared)? {
+            for (_, root, keys) in crate::catalog::catalog_entries(&shared)? {
                 if let Some(keys) = keys {
                     shared.key_counts.of(root).set_counted(keys);
                 }
@@ -301,7 +301,7 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
     }
     let mut roots = HashMap::new();
     let catalog = &shared.catalog;
-    for (name, root, _) in crate::db::catalog_entries(shared)? {
+    for (name, root, _) in crate::catalog::catalog_entries(shared)? {
         roots.insert(root, name);
     }
     for root in unfinished.new_trees {
@@ -323,7 +323,7 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
             return Ok(tree.clone());
         }
         let tree = match roots.get(&root) {
-            Some(name) => crate::db::open_named_tree(shared, name)?,
+            Some(name) => crate::catalog::open_named_tree(shared, name)?,
             None if dropping => Arc::new(BTree::open(&shared.bm, root, &shared.key_counts)?),
             None => {
                 return Err(Error::corruption(

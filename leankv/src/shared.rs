@@ -123,7 +123,7 @@ impl<P: Policy> DbShared<P> {
             let Some(keys) = self.key_counts.get(root) else {
                 continue;
             };
-            let saved = crate::db::encode_catalog_entry(root, keys);
+            let saved = crate::catalog::encode_catalog_entry(root, keys);
             if !catalog.lookup(&name, &mut entry)? || entry != saved {
                 updates.push((name, saved));
             }
@@ -138,7 +138,7 @@ impl<P: Policy> DbShared<P> {
     fn catalog_roots(&self) -> Result<Vec<(Vec<u8>, u64)>> {
         let mut roots = Vec::new();
         crate::tree::scan_tree::<P, &[u8], _>(&self.catalog, .., |name, entry| {
-            if let Some((root, _)) = crate::db::decode_catalog_entry(entry) {
+            if let Some((root, _)) = crate::catalog::decode_catalog_entry(entry) {
                 roots.push((name.to_vec(), root));
             }
             true
