@@ -236,7 +236,14 @@ pub(crate) fn abort<'a, P: Policy + 'a>(
 ) {
     if roll_back(db, changes, batch, &mut blobs) {
         db.bm.commit(batch, &blobs.unreferenced());
-    } else if let Some(log) = db.bm.log() {
+    } else {
+        undo_failed(db);
+    }
+}
+
+/// Fails the log after an undo that failed (see [`abort`]).
+pub(crate) fn undo_failed<P: Policy>(db: &DbShared<P>) {
+    if let Some(log) = db.bm.log() {
         log.fail(
             "a batch or transaction failed and could not be undone; reopen the database to roll \
              it back"

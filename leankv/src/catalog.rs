@@ -123,3 +123,21 @@ pub(crate) fn catalog_entries<P: Policy>(
     }
     Ok(entries)
 }
+
+/// A new handle on the open tree whose [`BTree::id`] is `id` (its root made hot again if no
+/// handle was left), or `None` if no open tree has it (it was dropped).
+pub(crate) fn handle_of<P: Policy>(shared: &Arc<DbShared<P>>, id: u64) -> Result<Option<Tree<P>>> {
+    let trees = shared.trees.lock();
+    let Some((name, tree)) = trees.iter().find(|(_, tree)| tree.id() == id) else {
+        return Ok(None);
+    };
+    if !tree.has_handles() {
+        tree.attach()?;
+    }
+    // Counted under the lock, so that no release detaches the root in between.
+    Ok(Some(Tree::new(
+        shared.clone(),
+        tree.clone(),
+        name.as_str().into(),
+    )))
+}

@@ -24,6 +24,7 @@ use crate::batch::{self, Durability};
 use crate::blob::BlobChanges;
 use crate::btree::StoredValue;
 use crate::buffer::policy::{Lean, Policy};
+use crate::catalog;
 use crate::error::{Error, Result};
 use crate::shared::DbShared;
 use crate::tree::Tree;
@@ -80,9 +81,10 @@ pub struct Transaction<'db, P: Policy = Lean> {
     /// The batch id its changes are logged under; without the log, any id but 0 (which would
     /// not keep the values replaced).
     id: u64,
-    /// The trees it changed, one handle each (kept so that their roots stay in the pool until
-    /// the end).
-    trees: Vec<Tree<P>>,
+    /// The trees it changed, by [`BTree::id`](crate::btree::BTree::id): no handle is kept
+    /// (cloning one writes counters that every thread using the tree reads); an undo finds
+    /// them again.
+    trees: Vec<u64>,
     /// Per change, last last: its tree's index in `trees`, the key and the value it replaced
     /// (`None`: absent).
     changes: Vec<(usize, Vec<u8>, Option<StoredValue>)>,
@@ -184,20 +186,17 @@ impl<'db, P: Policy> Transaction<'db, P> {
                 "a transaction got a tree of another database".into(),
             ));
         }
-        if tree.handle.tree.is_dropped() {
-            return Err(Error::TreeDropped);
-        }
         if let Some(log) = self.db.bm.log() {
             log.admit_in_batch();
         }
-        let known = self
-            .trees
-            .iter()
-            .position(|known| Arc::ptr_eq(&known.handle.tree, &tree.handle.tree));
-        Ok(known.unwrap_or_else(|| {
-            self.trees.push(tree.clone());
-            self.trees.len() - 1
-        }))
+        let id = tree.handle.tree.id();
+        Ok(match self.trees.iter().position(|&known| known == id) {
+            Some(index) => index,
+            None => {
+                self.trees.push(id);
+                self.trees.len() - 1
+            }
+        })
     }
 
     /// Notes a change to `key` of tree `index` that replaced `before`.
@@ -228,18 +227,25 @@ impl<'db, P: Policy> Transaction<'db, P> {
             return;
         }
         let changes = std::mem::take(&mut self.changes);
-        let trees = &self.trees;
-        let undone = changes
-            .iter()
-            .rev()
-            .map(|(index, key, before)| (&*trees[*index].handle.tree, &key[..], before.as_ref()));
-        batch::abort(self.db, undone, self.id, std::mem::take(&mut self.blobs));
+        let blobs = std::mem::take(&mut self.blobs);
+        // The changes to a tree dropped meanwhile went with it.
+        let handles: Result<Vec<Option<Tree<P>>>> = (self.trees.iter())
+            .map(|&id| catalog::handle_of(self.db, id))
+            .collect();
+        let Ok(handles) = handles else {
+            batch::undo_failed(self.db);
+            return;
+        };
+        let undone = changes.iter().rev().filter_map(|(index, key, before)| {
+            let tree = handles[*index].as_ref()?;
+            Some((&*tree.handle.tree, &key[..], before.as_ref()))
+        });
+        batch::abort(self.db, undone, self.id, blobs);
     }
 }
 
 impl<P: Policy> Drop for Transaction<'_, P> {
-    /// A transaction dropped with changes (its body failed or panicked) is undone. Then the
-    /// gate goes before the tree handles (see the lock order in the module notes).
+    /// A transaction dropped with changes (its body failed or panicked) is undone.
     fn drop(&mut self) {
         self.undo();
         OPEN.with(|open| {
@@ -251,7 +257,6 @@ impl<P: Policy> Drop for Transaction<'_, P> {
             }
         });
         self.gate.take();
-        self.trees.clear();
     }
 }
 

@@ -272,43 +272,83 @@ fn a_read_failing_anywhere_in_a_transaction_of_removals_is_undone_whole() {
         tree.insert(key(n), value_for(n, 0, 120)).unwrap();
     }
     let before = contents(&tree);
-    let (mut failed_in_body, mut failed_undos) = (0, 0);
+    let mut other = db.open_tree("other").unwrap();
+    let (mut failed_in_body, mut failed_undos, mut undo_faults) = (0, 0, 0);
     for skip in 0..150 {
         let first = skip * 23 % 3_000;
         let (reads_before, _) = storage.counts();
-        storage.fail_reads(skip % 40, 1, FaultKind::Fail(std::io::ErrorKind::Other));
+        let fail = FaultKind::Fail(std::io::ErrorKind::Other);
+        storage.fail_reads(skip % 40, 1, fail);
         // Dense runs empty leaves (merges read their siblings); sparse ones descend to many.
         let step = if skip % 2 == 0 { 1 } else { 7 };
+        // Every third: then so much more is written that the pages are evicted, and every
+        // read fails from there on: the undo cannot read them back.
+        let fail_the_undo = skip % 3 == 2;
         let result = db.transaction(|txn| {
             for n in (first..first + 600 * step).step_by(step as usize) {
                 txn.remove(&tree, key(n % 4_000))?;
             }
+            if fail_the_undo {
+                for n in 0..3_000 {
+                    txn.insert(&other, key(n), value_for(n, skip, 300))?;
+                }
+                storage.fail_reads(0, u64::MAX, fail);
+            }
             Err::<(), _>(Failure::Abort)
         });
         failed_in_body += u32::from(matches!(result, Err(Failure::Db(_))));
+        undo_faults += u32::from(fail_the_undo && matches!(result, Err(Failure::Abort)));
         storage.heal();
         assert!(
             storage.counts().0 > reads_before,
             "the pool is small enough to read"
         );
         if db.flush().is_err() {
-            // The undo met the failing read and failed the log: recovery rolls back.
+            // The undo met a failing read and failed the log: recovery rolls back.
             failed_undos += 1;
             assert!(
                 tree.insert("after", "x").is_err(),
                 "skip {skip}: commits fail"
             );
-            drop(tree);
+            drop((tree, other));
             drop(db);
             db = reopen().unwrap();
-            tree = db.open_tree("t").unwrap();
+            (tree, other) = (db.open_tree("t").unwrap(), db.open_tree("other").unwrap());
         }
         assert!(contents(&tree) == before, "skip {skip}: not undone whole");
+        assert!(other.is_empty().unwrap(), "skip {skip}: not undone whole");
     }
+    assert!(failed_in_body > 0, "some reads failed in the bodies");
     assert!(
-        failed_in_body > 0 && failed_undos > 0,
-        "{failed_in_body} {failed_undos}"
+        undo_faults > 0 && failed_undos >= undo_faults,
+        "every undo that could not read failed the log: {failed_undos} of {undo_faults}"
     );
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+/// The undo finds a tree again whose last handle the body dropped and whose root left the pool
+/// meanwhile.
+#[test]
+fn an_undo_restores_a_tree_whose_last_handle_went_during_the_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), small(24));
+    let (solo, busy) = (db.open_tree("solo").unwrap(), db.open_tree("busy").unwrap());
+    solo.insert("k", "before").unwrap();
+    let failed = db.transaction(|txn| {
+        txn.insert(&solo, "k", "changed")?;
+        txn.insert(&solo, "new", "n")?;
+        drop(solo); // the last handle: the root may leave the pool
+        for n in 0..3_000 {
+            txn.insert(&busy, key(n), value_for(n, 1, 300))?; // evicts
+        }
+        Err::<(), _>(Failure::Abort)
+    });
+    assert!(matches!(failed, Err(Failure::Abort)));
+    let solo = db.open_tree("solo").unwrap();
+    assert_eq!(solo.get("k").unwrap().as_deref(), Some(&b"before"[..]));
+    assert_eq!(solo.get("new").unwrap(), None);
+    assert_eq!(solo.len().unwrap(), 1);
     let report = db.check_integrity().unwrap();
     assert!(report.is_ok(), "{report}");
 }

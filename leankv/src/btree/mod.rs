@@ -57,7 +57,7 @@ use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use crate::wal::{BeforeRef, ChangedRanges, LeafOp, RangeStep};
 use node::{entry_size, Bound, Node, NodeMut, Stored};
 use split::{Incoming, Separator, SplitPlan};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// What a write did: the end LSN of its log record (0 without a log) and, in a batch, the
@@ -133,6 +133,16 @@ pub(crate) struct BTree<P: Policy> {
     /// Set when the tree is dropped: every descent checks it, inside its operation (see
     /// [`Self::mark_dropped`]).
     dropped: AtomicBool,
+    /// Tells this tree from every other opened in this process (root page ids are reused
+    /// once a tree is dropped; addresses once it is freed).
+    id: u64,
+}
+
+/// The next [`BTree::id`].
+static NEXT_TREE_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_tree_id() -> u64 {
+    NEXT_TREE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 impl<P: Policy> BTree<P> {
@@ -153,6 +163,7 @@ impl<P: Policy> BTree<P> {
             handles: AtomicUsize::new(0),
             keys,
             dropped: AtomicBool::new(false),
+            id: next_tree_id(),
         })
     }
 
@@ -170,6 +181,7 @@ impl<P: Policy> BTree<P> {
             handles: AtomicUsize::new(0),
             keys: counts.of(root_page_id),
             dropped: AtomicBool::new(false),
+            id: next_tree_id(),
         })
     }
 
@@ -209,6 +221,7 @@ impl<P: Policy> BTree<P> {
             handles: AtomicUsize::new(0),
             keys: self.keys.clone(),
             dropped: AtomicBool::new(false),
+            id: next_tree_id(),
         }
     }
 
@@ -255,6 +268,11 @@ impl<P: Policy> BTree<P> {
 
     pub(crate) fn root_page_id(&self) -> u64 {
         self.root_page_id
+    }
+
+    /// This tree's identity in this process.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     fn node(&self, frame: FrameId) -> Node<'_> {
