@@ -85,9 +85,11 @@ pub struct Transaction<'db, P: Policy = Lean> {
     /// (cloning one writes counters that every thread using the tree reads); an undo finds
     /// them again.
     trees: Vec<u64>,
-    /// Per change, last last: its tree's index in `trees`, the key and the value it replaced
-    /// (`None`: absent).
-    changes: Vec<(usize, Vec<u8>, Option<StoredValue>)>,
+    /// Per change, in order: its tree's index in `trees`, where its key lies in `keys`, and
+    /// the value it replaced (`None`: absent).
+    changes: Vec<(usize, std::ops::Range<usize>, Option<StoredValue>)>,
+    /// The changes' keys, one after another (one allocation for all of them).
+    keys: Vec<u8>,
     /// The large values its changes replaced or removed, freed with its commit.
     blobs: BlobChanges,
     /// Held from the start to the commit or undo (with the log; see the module notes).
@@ -107,6 +109,7 @@ impl<'db, P: Policy> Transaction<'db, P> {
             id,
             trees: Vec::new(),
             changes: Vec::new(),
+            keys: Vec::new(),
             blobs: BlobChanges::default(),
             gate,
         }
@@ -204,7 +207,9 @@ impl<'db, P: Policy> Transaction<'db, P> {
         if let Some(blob) = batch::large(self.db, before.as_ref()) {
             self.blobs.dropped(blob);
         }
-        self.changes.push((index, key.to_vec(), before));
+        let at = self.keys.len();
+        self.keys.extend_from_slice(key);
+        self.changes.push((index, at..self.keys.len(), before));
     }
 
     /// Appends the commit record (none if nothing changed) and closes the transaction;
@@ -236,9 +241,10 @@ impl<'db, P: Policy> Transaction<'db, P> {
             batch::undo_failed(self.db);
             return;
         };
+        let keys = &self.keys;
         let undone = changes.iter().rev().filter_map(|(index, key, before)| {
             let tree = handles[*index].as_ref()?;
-            Some((&*tree.handle.tree, &key[..], before.as_ref()))
+            Some((&*tree.handle.tree, &keys[key.clone()], before.as_ref()))
         });
         batch::abort(self.db, undone, self.id, blobs);
     }
