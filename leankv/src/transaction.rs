@@ -180,9 +180,9 @@ impl<'db, P: Policy> Transaction<'db, P> {
         self.changes.is_empty()
     }
 
-    /// The index of `tree` in `self.trees` (added if new), once it is known to be a live tree
-    /// of this database; waits first while the log's writer is far behind (see
-    /// `Log::admit_in_batch`).
+    /// The index of `tree` in `self.trees` (added if new), once it is known to be a tree of
+    /// this database (a dropped one fails in the change itself); waits first while the log's
+    /// writer is far behind (see `Log::admit_in_batch`).
     fn tree_index(&mut self, tree: &Tree<P>) -> Result<usize> {
         if !Arc::ptr_eq(&tree.handle.db, self.db) {
             return Err(Error::InvalidOptions(
