@@ -52,7 +52,7 @@ pub fn superblock_edit(
             let original = get_u64(pages, SB_CHECKPOINT_OFFSET);
             let file = usize::from(pages[SB_CHECKPOINT_FILE] & 1);
             let value = match input.below(4) {
-                0 => original + 1 + input.below(7) as u64,
+                0 => original.wrapping_add(1 + input.below(7) as u64),
                 1 => logs[file].len() as u64 + input.below(16) as u64,
                 _ => interesting(input, original, 8, image),
             };
