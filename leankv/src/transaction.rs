@@ -43,10 +43,7 @@ fn address<P: Policy>(db: &DbShared<P>) -> usize {
 
 /// Fails with [`Error::TransactionOpen`] if this thread has a transaction open on `db`.
 pub(crate) fn refuse_if_open<P: Policy>(db: &DbShared<P>) -> Result<()> {
-    let open = OPEN.with(|open| {
-        let open = open.borrow();
-        !open.is_empty() && open.contains(&address(db))
-    });
+    let open = OPEN.with(|open| open.borrow().contains(&address(db)));
     if open {
         return Err(Error::TransactionOpen);
     }

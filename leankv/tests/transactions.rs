@@ -25,6 +25,12 @@ impl From<Error> for Failure {
     }
 }
 
+/// Fails unless `check_integrity` finds nothing wrong.
+fn assert_intact(db: &leankv::Db) {
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
 fn contents(tree: &Tree) -> BTreeMap<Vec<u8>, Vec<u8>> {
     tree.iter().map(Result::unwrap).collect()
 }
@@ -208,8 +214,7 @@ fn an_undo_skips_a_tree_another_thread_dropped_meanwhile() {
     assert_eq!(kept.get("k").unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(kept.get("new").unwrap(), None);
     assert_eq!(db.tree_names().unwrap(), ["kept"]);
-    let report = db.check_integrity().unwrap();
-    assert!(report.is_ok(), "{report}");
+    assert_intact(&db);
     kept.insert("after", "a").unwrap();
 }
 
@@ -323,8 +328,7 @@ fn a_read_failing_anywhere_in_a_transaction_of_removals_is_undone_whole() {
         undo_faults > 0 && failed_undos >= undo_faults,
         "every undo that could not read failed the log: {failed_undos} of {undo_faults}"
     );
-    let report = db.check_integrity().unwrap();
-    assert!(report.is_ok(), "{report}");
+    assert_intact(&db);
 }
 
 /// The undo finds a tree again whose last handle the body dropped and whose root left the pool
@@ -349,8 +353,7 @@ fn an_undo_restores_a_tree_whose_last_handle_went_during_the_body() {
     assert_eq!(solo.get("k").unwrap().as_deref(), Some(&b"before"[..]));
     assert_eq!(solo.get("new").unwrap(), None);
     assert_eq!(solo.len().unwrap(), 1);
-    let report = db.check_integrity().unwrap();
-    assert!(report.is_ok(), "{report}");
+    assert_intact(&db);
 }
 
 #[test]
@@ -446,8 +449,7 @@ fn transactions_beside_checkpoints_tree_creation_and_dropped_handles_finish() {
         });
         workers.into_iter().map(|w| w.join().unwrap()).collect()
     });
-    let report = db.check_integrity().unwrap();
-    assert!(report.is_ok(), "{report}");
+    assert_intact(&db);
     for (thread, committed) in committed.into_iter().enumerate() {
         let bytes = tree.get(format!("count{thread}")).unwrap().unwrap();
         let count = u64::from_be_bytes(bytes.try_into().unwrap());
