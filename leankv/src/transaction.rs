@@ -8,7 +8,8 @@
 //! recovery rolls back a transaction whose commit record did not survive, as it does a batch.
 //!
 //! The transaction holds the batch gate shared from its start to its commit, so no checkpoint
-//! begins meanwhile (see `crate::batch`). That is why the body may not write through anything
+//! begins meanwhile (see `crate::batch`), and its thread keeps its records until the commit
+//! appends them with the commit record (`wal/staging.rs`). That is why the body may not write through anything
 //! else of the same database on its thread: a write outside the transaction may wait for a
 //! checkpoint (`admit`) that waits for the gate. Such calls fail with
 //! [`Error::TransactionOpen`] instead (a thread-local list of the databases with a transaction
@@ -28,6 +29,7 @@ use crate::catalog;
 use crate::error::{Error, Result};
 use crate::shared::DbShared;
 use crate::tree::Tree;
+use crate::wal::StagingSlot;
 use parking_lot::RwLockReadGuard;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -91,14 +93,20 @@ pub struct Transaction<'db, P: Policy = Lean> {
     blobs: BlobChanges,
     /// Held from the start to the commit or undo (with the log; see the module notes).
     gate: Option<RwLockReadGuard<'db, ()>>,
+    /// Where its records wait for its commit (with the log, while a slot is free; released
+    /// before the gate: everything staged reaches the log before a checkpoint can begin).
+    staging: Option<StagingSlot<'db>>,
 }
 
 impl<'db, P: Policy> Transaction<'db, P> {
     /// Opens a transaction on `db` (admitted by the caller).
     fn begin(db: &'db Arc<DbShared<P>>) -> Self {
-        let (id, gate) = match db.bm.log() {
-            Some(log) => (log.next_batch(), Some(db.batch_gate.read())),
-            None => (1, None),
+        let (id, gate, staging) = match db.bm.log() {
+            Some(log) => {
+                let gate = db.batch_gate.read();
+                (log.next_batch(), Some(gate), log.stage_batch())
+            }
+            None => (1, None, None),
         };
         OPEN.with(|open| open.borrow_mut().push(address(db)));
         Transaction {
@@ -109,6 +117,7 @@ impl<'db, P: Policy> Transaction<'db, P> {
             keys: Vec::new(),
             blobs: BlobChanges::default(),
             gate,
+            staging,
         }
     }
 
@@ -259,6 +268,7 @@ impl<P: Policy> Drop for Transaction<'_, P> {
                 open.swap_remove(at);
             }
         });
+        self.staging.take();
         self.gate.take();
     }
 }

@@ -56,6 +56,9 @@ pub(crate) struct Frame {
     /// Set on a hot tree root that no handle uses: replacement may cool it like any other
     /// page (once its children are cooled). Changes only under the exclusive latch.
     unused_root: AtomicBool,
+    /// The staging mark of the page's latest change kept by a batch's thread (see
+    /// `wal/staging.rs`; 0: none). Set under the exclusive latch, cleared with the page id.
+    staged: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Frame>() <= FRAME_HEADER_AREA);
@@ -68,6 +71,17 @@ impl Frame {
     /// Caller holds the exclusive latch (debug-checked by the guard argument).
     pub(crate) fn set_page_id(&self, _guard: &ExclusiveGuard<'_>, page_id: u64) {
         self.page_id.store(page_id, Ordering::Release);
+        self.staged.store(0, Ordering::Release);
+    }
+
+    /// The staging mark of the page's latest staged change (0: none); read under a latch.
+    pub(crate) fn staged_mark(&self) -> u64 {
+        self.staged.load(Ordering::Acquire)
+    }
+
+    /// Caller holds the exclusive latch.
+    pub(crate) fn set_staged_mark(&self, _guard: &ExclusiveGuard<'_>, mark: u64) {
+        self.staged.store(mark, Ordering::Release);
     }
 
     pub(crate) fn state(&self) -> FrameState {

@@ -14,13 +14,17 @@
 //!   new page are appended under the page-id lock, and a page allocated but not yet described
 //!   counts as free in a checkpoint's snapshot (a crash before its record leaks nothing).
 //!
-//! Invariant: a page's LSN (header bytes 16..24) is the end of the last record describing it;
-//! write-back makes the log durable up to that LSN before writing the page.
+//! * A batch's leaf records may be staged by its thread until its commit (`wal/staging.rs`):
+//!   the page then keeps a mark in its frame header, which write-back resolves to an LSN.
+//!
+//! Invariant: a page's LSN (header bytes 16..24) is the end of the last record describing it,
+//! or, while its mark names a staged record, a lower bound above the checkpoint's start;
+//! write-back makes the log durable up to the LSN and the mark's end before writing the page.
 
 use super::policy::Policy;
 use super::*;
 use crate::blob::BlobRef;
-use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, RangeStep, Split};
+use crate::wal::{BeforeRef, LeafChange, LeafOp, Log, LogPosition, Logged, RangeStep, Split};
 
 /// The large values a leaf operation starts or stops referencing (see `buffer/blob.rs`).
 #[derive(Debug, Default, Clone, Copy)]
@@ -61,8 +65,12 @@ impl<P: Policy> BufferManager<P> {
             }
             return 0;
         };
-        let page_id = self.frame(frame).page_id();
+        let header = self.frame(frame);
+        let page_id = header.page_id();
         let page_lsn = page_format::lsn(self.page(frame).all());
+        if let Some(mark) = Some(header.staged_mark()).filter(|&mark| mark != 0) {
+            log.settle(mark);
+        }
         // A page no record described yet is described now, under the page-id lock (see the
         // module notes); every page is described at creation, so this is a safeguard. Large
         // values the record references or frees change allocation with it, under the lock.
@@ -76,7 +84,25 @@ impl<P: Policy> BufferManager<P> {
             before,
         };
         let mut fill = |image: &mut [u8]| self.copy_for_log(frame, image);
-        let end = log.append_leaf(change, page_lsn, self.page_size(), &mut fill, keys);
+        // Records that change allocation are appended at once, under the page-id lock.
+        let may_stage = ids.is_none();
+        let logged = log.append_leaf(
+            change,
+            page_lsn,
+            self.page_size(),
+            &mut fill,
+            keys,
+            may_stage,
+        );
+        let end = match logged {
+            Logged::Appended(end) => end,
+            Logged::Staged { mark, page_lsn } => {
+                header.set_staged_mark(guard, mark);
+                self.page_mut(frame, guard)
+                    .set_u64(page_format::LSN_OFFSET, page_lsn);
+                return 0;
+            }
+        };
         if let Some(mut ids) = ids {
             ids.logged(page_id);
             if let Some(added) = blobs.added {
@@ -207,6 +233,13 @@ impl<P: Policy> BufferManager<P> {
         let Some(log) = &self.log else {
             return;
         };
+        // Other threads' staged records of these pages come first (see `wal/staging.rs`).
+        for frame in changed.iter().map(|(frame, _)| frame).chain(freed) {
+            let mark = self.frame(*frame).staged_mark();
+            if mark != 0 {
+                log.settle(mark);
+            }
+        }
         let mut ids = self.page_ids.lock();
         let mut freed_ids: Vec<u64> = freed.iter().map(|&f| self.frame(f).page_id()).collect();
         for &page_id in &freed_ids {
@@ -271,6 +304,20 @@ impl<P: Policy> BufferManager<P> {
         let ids = self.page_ids.lock();
         let (page_count, free) = ids.snapshot_for_log();
         log.begin_checkpoint(page_count, &free, key_counts)
+    }
+
+    /// The LSN up to which the log must be durable before `image` is written: its page LSN,
+    /// or, if the frame's staging mark was `mark` when the copy was taken (under a latch), the
+    /// end of the staged records that describe it, published now if need be (see
+    /// `wal/staging.rs`). The image keeps its LSN: a resolved end may lie beyond the record's
+    /// (a later publication's), and a page whose LSN lay past a checkpoint's start that its
+    /// last record precedes would skip its image at its next change.
+    pub(super) fn wal_lsn(&self, mark: u64, image: &[u8]) -> u64 {
+        let lsn = page_format::lsn(image);
+        match &self.log {
+            Some(log) if mark != 0 => lsn.max(log.resolve(mark)),
+            _ => lsn,
+        }
     }
 
     /// Copies the page in `frame` into `image` as it goes to disk or into the log: swizzled

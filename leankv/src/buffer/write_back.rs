@@ -93,6 +93,8 @@ impl<P: Policy> BufferManager<P> {
         // The version of each page copied (None: not written with the run).
         let mut copied: Vec<Option<u64>> = Vec::with_capacity(run.len());
         let mut moved = Vec::new();
+        // The LSN up to which the log must be durable before they are written.
+        let mut newest = 0;
         for (slot, &(page_id, frame)) in run.iter().enumerate() {
             let header = self.frame(frame);
             let shared = header.latch.lock_shared();
@@ -104,19 +106,14 @@ impl<P: Policy> BufferManager<P> {
             if writable {
                 let image = &mut images[slot * page_size..(slot + 1) * page_size];
                 self.copy_for_disk(frame, image);
+                newest = newest.max(self.wal_lsn(header.staged_mark(), image));
                 page_format::seal(image, page_id);
             }
             copied.push(writable.then(|| shared.version()));
         }
         // The WAL rule, for all of them at once.
-        if let Some(log) = &self.log {
-            let newest = (0..run.len())
-                .filter(|&slot| copied[slot].is_some())
-                .map(|slot| page_format::lsn(&images[slot * page_size..]))
-                .max();
-            if let Some(lsn) = newest {
-                log.wait_durable(lsn)?;
-            }
+        if let (Some(log), true) = (&self.log, newest > 0) {
+            log.wait_durable(newest)?;
         }
         let mut slot = 0;
         while slot < run.len() {
@@ -168,10 +165,11 @@ impl<P: Policy> BufferManager<P> {
         let version = shared.version();
         let mut image = AlignedBuf::new(self.page_size());
         self.copy_for_disk(frame, &mut image);
+        let mark = header.staged_mark();
         drop(shared);
         // The WAL rule: the records describing this image are durable before it is written.
         if let Some(log) = &self.log {
-            log.wait_durable(page_format::lsn(&image))?;
+            log.wait_durable(self.wal_lsn(mark, &image))?;
         }
         page_format::seal(&mut image, page_id);
         self.storage

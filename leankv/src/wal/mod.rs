@@ -25,6 +25,7 @@
 mod decode;
 mod reader;
 pub(crate) mod record;
+mod staging;
 #[cfg(test)]
 mod tests;
 
@@ -36,6 +37,7 @@ pub(crate) use record::{
     Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, RangeRemoval,
     RangeStep, Record, Split,
 };
+pub(crate) use staging::{Logged, StagingSlot};
 
 use record::{stamp, FRAME_HEADER};
 
@@ -92,13 +94,13 @@ pub(crate) struct LogCounters {
 
 /// A thread's buffers for encoding a leaf record before it takes the log's mutex.
 #[derive(Default)]
-struct Staged {
+struct Encoding {
     frame: Vec<u8>,
     scratch: Vec<u8>,
 }
 
 thread_local! {
-    static STAGED: std::cell::RefCell<Staged> = std::cell::RefCell::default();
+    static ENCODING: std::cell::RefCell<Encoding> = std::cell::RefCell::default();
 }
 
 /// Log bytes appended since the writer last took them, laid out to be written in place:
@@ -192,6 +194,8 @@ struct Inner {
     next_batch: AtomicU64,
     bytes: AtomicU64,
     syncs: AtomicU64,
+    /// Open batches' staged records (see `staging`).
+    slots: staging::Slots,
 }
 
 /// The log of one open database.
@@ -244,6 +248,7 @@ impl Log {
             next_batch: AtomicU64::new(u64::from(generation) << 32),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
+            slots: staging::Slots::new(),
         });
         let thread_inner = inner.clone();
         let tail = end.tail;
@@ -259,18 +264,19 @@ impl Log {
 
     /// Appends records written by `write`, which also learns the image threshold (pages whose
     /// LSN is at or below it must be logged as images). Returns `write`'s result and the end
-    /// LSN of what it appended.
+    /// LSN of what it appended. A batch's staged records are appended first (see `staging`).
     pub(crate) fn append<R>(&self, write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R) -> (R, u64) {
-        let mut state = self.inner.state.lock();
+        let mut state = self.lock_for_append();
         let result = self.inner.append_locked(&mut state, write);
         (result, state.end)
     }
 
-    /// Appends a leaf record: `change` to a page whose last change ended at `page_lsn`, with
-    /// the page's image (`fill` writes it, `page_size` bytes) if the page's last change lies
-    /// at or before the image threshold. The record is encoded and checksummed before the
-    /// mutex is taken; under it, it is only copied and given its position, and the tree's key
-    /// count `keys` changes as the operation does (see `begin_checkpoint`). Returns its end.
+    /// Logs a leaf record: `change` to a page whose last change ended at `page_lsn`, with the
+    /// page's image (`fill` writes it, `page_size` bytes) if the page's last change lies at or
+    /// before the image threshold, and changes the tree's key count `keys` as the operation
+    /// does (see `begin_checkpoint`). A record of a batch whose thread holds a slot is staged
+    /// if `may_stage` (see `staging`); any other is encoded and checksummed before the mutex is
+    /// taken, and under it only copied and given its position.
     pub(crate) fn append_leaf(
         &self,
         change: LeafChange<'_>,
@@ -278,28 +284,27 @@ impl Log {
         page_size: usize,
         fill: &mut FillImage<'_>,
         keys: &AtomicU64,
-    ) -> u64 {
-        STAGED.with(|staged| {
-            let mut staged = staged.borrow_mut();
-            let Staged { frame, scratch } = &mut *staged;
+        may_stage: bool,
+    ) -> Logged {
+        if may_stage && change.batch != 0 {
+            if let Some(staged) = self.stage_leaf(change, page_lsn, page_size, fill) {
+                change.op.count_keys(keys);
+                return staged;
+            }
+        }
+        ENCODING.with(|encoding| {
+            let mut encoding = encoding.borrow_mut();
+            let Encoding { frame, scratch } = &mut *encoding;
             let mut encode = |with_image: bool, frame: &mut Vec<u8>| {
                 frame.clear();
-                let mut writer = FrameWriter {
-                    out: frame,
-                    base: 0,
-                    lead: 0,
-                    generation: 0,
-                    scratch,
-                    payload_checksum: 0,
-                    placed: false,
-                };
+                let mut writer = FrameWriter::unplaced(frame, scratch);
                 let image = with_image.then_some((page_size, &mut *fill));
                 writer.leaf(change, image);
                 writer.payload_checksum
             };
             let imaged = page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire);
             let mut payload_checksum = encode(imaged, frame);
-            let mut state = self.inner.state.lock();
+            let mut state = self.lock_for_append();
             if !imaged && page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire) {
                 // A checkpoint began meanwhile: the change must carry the page's image.
                 payload_checksum = encode(true, frame);
@@ -307,7 +312,7 @@ impl Log {
             self.inner
                 .append_encoded(&mut state, frame, payload_checksum);
             change.op.count_keys(keys);
-            state.end
+            Logged::Appended(state.end)
         })
     }
 

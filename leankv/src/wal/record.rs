@@ -393,7 +393,21 @@ pub(crate) fn stamp(header: &mut [u8], lsn: u64, generation: u32, payload_checks
     header[..4].copy_from_slice(&checksum.to_le_bytes());
 }
 
-impl FrameWriter<'_> {
+impl<'a> FrameWriter<'a> {
+    /// A writer of frames encoded ahead of their place in the log, appended to `out` as if it
+    /// began at position 0 (each then finished by [`stamp`]); images are assembled in `scratch`.
+    pub(crate) fn unplaced(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> Self {
+        FrameWriter {
+            out,
+            base: 0,
+            lead: 0,
+            generation: 0,
+            scratch,
+            payload_checksum: 0,
+            placed: false,
+        }
+    }
+
     /// The log position of the next byte appended.
     pub(crate) fn position(&self) -> u64 {
         self.base + (self.out.len() - self.lead) as u64
