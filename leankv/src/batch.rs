@@ -182,7 +182,7 @@ pub(crate) fn write<P: Policy>(
         let _gate = db.batch_gate.read();
         let id = log.next_batch();
         // Its records wait for the commit (see `wal/staging.rs`); released before the gate.
-        let _staging = log.stage_batch();
+        let _staging = log.stage_batch(&_gate);
         let mut replaced = Vec::with_capacity(batch.ops.len());
         // The large values the batch replaced or removed are freed with its commit.
         let mut blobs = BlobChanges::default();

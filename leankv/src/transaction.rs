@@ -9,9 +9,9 @@
 //!
 //! The transaction holds the batch gate shared from its start to its commit, so no checkpoint
 //! begins meanwhile (see `crate::batch`), and its thread keeps its records until the commit
-//! appends them with the commit record (`wal/staging.rs`). That is why the body may not write through anything
-//! else of the same database on its thread: a write outside the transaction may wait for a
-//! checkpoint (`admit`) that waits for the gate. Such calls fail with
+//! appends them with the commit record (`wal/staging.rs`). That is why the body may not write
+//! through anything else of the same database on its thread: a write outside the transaction
+//! may wait for a checkpoint (`admit`) that waits for the gate. Such calls fail with
 //! [`Error::TransactionOpen`] instead (a thread-local list of the databases with a transaction
 //! open on this thread).
 //!
@@ -71,10 +71,10 @@ pub(crate) fn refuse_if_open<P: Policy>(db: &DbShared<P>) -> Result<()> {
 /// While a transaction is open, checkpoints wait for it: keep transactions short, and do not
 /// make the body wait for another thread that writes to the same database (when the log runs
 /// far ahead of checkpoints, that thread's write waits for a checkpoint, which waits for the
-/// transaction). Within the body, write to the database only through the transaction: `Tree::insert`,
-/// `Db::write`, `Db::flush`, `Db::check_integrity`, `Db::open_tree` of a new tree, `Db::drop_tree`
-/// and nested transactions on the same database fail with [`Error::TransactionOpen`] on the
-/// thread that has it open.
+/// transaction). Within the body, write to the database only through the transaction:
+/// `Tree::insert`, `Db::write`, `Db::flush`, `Db::check_integrity`, `Db::open_tree` of a new
+/// tree, `Db::drop_tree` and nested transactions on the same database fail with
+/// [`Error::TransactionOpen`] on the thread that has it open.
 pub struct Transaction<'db, P: Policy = Lean> {
     db: &'db Arc<DbShared<P>>,
     /// The batch id its changes are logged under; without the log, any id but 0 (which would
@@ -91,11 +91,12 @@ pub struct Transaction<'db, P: Policy = Lean> {
     keys: Vec<u8>,
     /// The large values its changes replaced or removed, freed with its commit.
     blobs: BlobChanges,
+    /// Where its records wait for its commit (with the log, while a slot is free). Released
+    /// before the gate, also by the drop glue if `drop` panics (fields drop in declaration
+    /// order): everything staged reaches the log before a checkpoint can begin.
+    staging: Option<StagingSlot<'db>>,
     /// Held from the start to the commit or undo (with the log; see the module notes).
     gate: Option<RwLockReadGuard<'db, ()>>,
-    /// Where its records wait for its commit (with the log, while a slot is free; released
-    /// before the gate: everything staged reaches the log before a checkpoint can begin).
-    staging: Option<StagingSlot<'db>>,
 }
 
 impl<'db, P: Policy> Transaction<'db, P> {
@@ -104,7 +105,8 @@ impl<'db, P: Policy> Transaction<'db, P> {
         let (id, gate, staging) = match db.bm.log() {
             Some(log) => {
                 let gate = db.batch_gate.read();
-                (log.next_batch(), Some(gate), log.stage_batch())
+                let staging = log.stage_batch(&gate);
+                (log.next_batch(), Some(gate), staging)
             }
             None => (1, None, None),
         };
@@ -116,8 +118,8 @@ impl<'db, P: Policy> Transaction<'db, P> {
             changes: Vec::new(),
             keys: Vec::new(),
             blobs: BlobChanges::default(),
-            gate,
             staging,
+            gate,
         }
     }
 

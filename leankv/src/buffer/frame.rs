@@ -56,8 +56,9 @@ pub(crate) struct Frame {
     /// Set on a hot tree root that no handle uses: replacement may cool it like any other
     /// page (once its children are cooled). Changes only under the exclusive latch.
     unused_root: AtomicBool,
-    /// The staging mark of the page's latest change kept by a batch's thread (see
-    /// `wal/staging.rs`; 0: none). Set under the exclusive latch, cleared with the page id.
+    /// The staging mark of the page's latest staged change (see `wal/staging.rs`; 0: none):
+    /// set under the exclusive latch, cleared by a later change logged directly (whose LSN
+    /// covers it) and with the page id. Once published it may stay, stale and harmless.
     staged: AtomicU64,
 }
 

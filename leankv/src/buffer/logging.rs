@@ -18,8 +18,9 @@
 //!   the page then keeps a mark in its frame header, which write-back resolves to an LSN.
 //!
 //! Invariant: a page's LSN (header bytes 16..24) is the end of the last record describing it,
-//! or, while its mark names a staged record, a lower bound above the checkpoint's start;
-//! write-back makes the log durable up to the LSN and the mark's end before writing the page.
+//! or, if a staged record changed it last, a lower bound of that record's end above the
+//! checkpoint's start at the change (kept after the record is published); write-back makes the
+//! log durable up to the LSN and up to the end of its mark's publication before writing it.
 
 use super::policy::Policy;
 use super::*;
@@ -44,7 +45,7 @@ impl<P: Policy> BufferManager<P> {
 
     /// Logs a leaf operation on the page in `frame`, just applied under `guard`, and changes
     /// the tree's key count `keys` as it does; returns the end LSN of its record (0 without a
-    /// log).
+    /// log, or if the record was staged: a batch's, whose commit gives the LSN to wait for).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn log_leaf(
         &self,
@@ -103,6 +104,9 @@ impl<P: Policy> BufferManager<P> {
                 return 0;
             }
         };
+        // The page's staged records precede this one (settled above, or its own published
+        // by the append): its LSN covers them now.
+        header.set_staged_mark(guard, 0);
         if let Some(mut ids) = ids {
             ids.logged(page_id);
             if let Some(added) = blobs.added {
@@ -288,6 +292,7 @@ impl<P: Policy> BufferManager<P> {
         }
         drop(ids);
         for (frame, guard) in changed.iter_mut() {
+            self.frame(*frame).set_staged_mark(guard, 0); // covered by `end` (settled above)
             self.page_mut(*frame, guard)
                 .set_u64(page_format::LSN_OFFSET, end);
         }

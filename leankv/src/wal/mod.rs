@@ -275,8 +275,9 @@ impl Log {
     /// page's image (`fill` writes it, `page_size` bytes) if the page's last change lies at or
     /// before the image threshold, and changes the tree's key count `keys` as the operation
     /// does (see `begin_checkpoint`). A record of a batch whose thread holds a slot is staged
-    /// if `may_stage` (see `staging`); any other is encoded and checksummed before the mutex is
-    /// taken, and under it only copied and given its position.
+    /// if `may_stage` (see `staging`; the count changes at once); any other is encoded and
+    /// checksummed before the mutex is taken, and under it only copied and given its position
+    /// (the count changes under it).
     pub(crate) fn append_leaf(
         &self,
         change: LeafChange<'_>,
@@ -399,7 +400,8 @@ impl Log {
 
     /// Begins a checkpoint: appends its record with the page count, the free list and the
     /// key counts `key_counts` takes (under the log's mutex, under which every leaf record
-    /// changes them, so they are exact at the record), in the other file if that holds
+    /// appended directly changes them; staged records change them as they are staged, and no
+    /// batch is open now: so they are exact at the record), in the other file if that holds
     /// nothing recovery could need. The caller holds the page-id lock, under which every
     /// `Free` record is appended, so the free list is exact at the record too. From now on a
     /// page changed for the first time logs an image. Returns where the record lies.

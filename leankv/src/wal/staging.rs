@@ -4,7 +4,7 @@
 //! the cores cost more than encoding the records).
 //!
 //! A batch (a `WriteBatch` or a transaction) holds the batch gate, so no checkpoint begins while
-//! it is open, and takes a slot ([`Log::stage_batch`]). Its leaf records are encoded into the
+//! it is open, and takes a slot ([`Log::stage_batch`]), released before the gate. Its leaf records are encoded into the
 //! slot's buffer. Each page changed keeps a *mark* in its frame header: the slot and the number
 //! of the publication its record goes into; its LSN field says only that it was described
 //! since the checkpoint began (its old LSN or the checkpoint's start + 1, both at most the
@@ -28,7 +28,7 @@
 use super::record::{stamp, FillImage, FrameWriter, LeafChange, FRAME_ALIGN, FRAME_HEADER};
 use super::{Inner, Log, State};
 use crossbeam_utils::CachePadded;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, RwLockReadGuard};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -71,8 +71,11 @@ struct Slot {
 
 #[derive(Default)]
 struct Staging {
-    /// Records encoded at position 0, back to back, each frame-aligned.
+    /// Records encoded at position 0, back to back, each frame-aligned; beyond `len`, what an
+    /// encoding that panicked left (never published, cut at the next).
     bytes: Vec<u8>,
+    /// The end of the last whole record in `bytes`.
+    len: usize,
     /// Each record's offset in `bytes` and its payload's checksum (see [`stamp`]).
     records: Vec<(usize, u32)>,
     /// The end LSN of publication `n` at `ends[n % RECENT]`.
@@ -83,6 +86,7 @@ struct Staging {
 
 thread_local! {
     /// The slots this thread holds: the log (its `Inner`'s address) and the slot's index.
+    /// An entry goes before its slot is published for the last time and freed.
     static HELD: RefCell<Vec<(usize, u16)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -95,6 +99,14 @@ pub(crate) struct StagingSlot<'a> {
 
 impl Drop for StagingSlot<'_> {
     fn drop(&mut self) {
+        let entry = (self.log.address(), self.index);
+        // `try_with`: a slot dropped while the thread's locals are torn down finds none.
+        let _ = HELD.try_with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(at) = held.iter().rposition(|&e| e == entry) {
+                held.swap_remove(at);
+            }
+        });
         // A batch ends by its commit, which published everything; if it ended otherwise (a
         // failed log, a bug), what it staged is still published: marks must resolve.
         let slot = &self.log.inner.slots.slots[usize::from(self.index)];
@@ -104,13 +116,6 @@ impl Drop for StagingSlot<'_> {
             self.log.inner.publish(slot, &mut staging, &mut state);
         }
         drop(staging);
-        let address = self.log.address();
-        HELD.with(|held| {
-            let mut held = held.borrow_mut();
-            if let Some(at) = held.iter().rposition(|&(log, _)| log == address) {
-                held.swap_remove(at);
-            }
-        });
         self.log.inner.slots.free.lock().push(self.index);
     }
 }
@@ -126,9 +131,17 @@ pub(crate) enum Logged {
 
 impl Log {
     /// Takes a slot for a batch about to begin on this thread, which holds the batch gate
-    /// until its commit; its leaf records are staged until then (see the module notes).
-    /// `None` if every slot is taken: the batch's records are then appended one by one.
-    pub(crate) fn stage_batch(&self) -> Option<StagingSlot<'_>> {
+    /// (`_gate`) until its commit and releases the slot before the gate; its leaf records are
+    /// staged until then (see the module notes). `None` if every slot is taken: the batch's
+    /// records are then appended one by one.
+    pub(crate) fn stage_batch<'a>(
+        &'a self,
+        _gate: &RwLockReadGuard<'_, ()>,
+    ) -> Option<StagingSlot<'a>> {
+        debug_assert!(
+            self.held().is_none(),
+            "one batch per thread and log at a time"
+        );
         let index = self.inner.slots.free.lock().pop()?;
         HELD.with(|held| held.borrow_mut().push((self.address(), index)));
         Some(StagingSlot { log: self, index })
@@ -180,17 +193,20 @@ impl Log {
         let redo_ptr = self.inner.redo_ptr.load(Ordering::Acquire);
         let Staging {
             bytes,
+            len,
             records,
             scratch,
             ..
         } = &mut *staging;
-        let offset = bytes.len();
+        let offset = *len;
+        bytes.truncate(offset);
         let mut writer = FrameWriter::unplaced(bytes, scratch);
         writer.leaf(change, (page_lsn <= redo_ptr).then_some((page_size, fill)));
         records.push((offset, writer.payload_checksum));
+        *len = bytes.len();
         let publication = slot.published.load(Ordering::Relaxed) + 1;
         let mark = (u64::from(index) + 1) << MARK_SHIFT | publication;
-        if staging.bytes.len() >= STAGING_LIMIT {
+        if staging.len >= STAGING_LIMIT {
             let mut state = self.inner.state.lock();
             self.inner.publish(slot, &mut staging, &mut state);
         }
@@ -247,7 +263,12 @@ impl Inner {
     /// position, and completes its next publication.
     fn publish(&self, slot: &Slot, staging: &mut Staging, state: &mut State) {
         let generation = state.generation;
-        let Staging { bytes, records, .. } = &mut *staging;
+        let Staging {
+            bytes,
+            len,
+            records,
+            ..
+        } = &mut *staging;
         self.append_locked(state, |writer, _| {
             let base = writer.position();
             debug_assert_eq!(base % FRAME_ALIGN as u64, 0);
@@ -255,9 +276,10 @@ impl Inner {
                 let header = &mut bytes[offset..offset + FRAME_HEADER];
                 stamp(header, base + offset as u64, generation, payload_checksum);
             }
-            writer.out.extend_from_slice(bytes);
+            writer.out.extend_from_slice(&bytes[..*len]);
         });
         bytes.clear();
+        *len = 0;
         records.clear();
         let publication = slot.published.load(Ordering::Relaxed) + 1;
         staging.ends[(publication % RECENT) as usize] = state.end;

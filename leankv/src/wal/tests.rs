@@ -285,3 +285,97 @@ fn a_panic_in_the_writer_fails_the_log_instead_of_leaving_commits_waiting() {
     assert!(log.sync_eventually().is_err());
     assert!(log.shut_down().is_err());
 }
+
+/// The keys of the puts and the batches of the commits in the log from `start`, in order.
+fn puts_and_commits(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Vec<String> {
+    let (records, _) = records_from(files, start).unwrap();
+    records
+        .iter()
+        .filter_map(|(_, record)| match record {
+            Record::Put { key, .. } => Some(String::from_utf8_lossy(key).into_owned()),
+            Record::Commit { batch } => Some(format!("commit {batch}")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Staged records reach the log whole, in order and stamped with their positions when their
+/// slot is published: by the thread's next direct append (here its commit), or by another
+/// thread settling a page they marked; an encoding that panicked halfway leaves nothing in
+/// the slot (what it wrote would have been published as a damaged frame).
+#[test]
+fn staged_records_are_published_whole_in_order() {
+    let files = direct_only_files();
+    let log = new_log(files.clone(), 1 << 40);
+    let start = log.begin_checkpoint(1, &[], Vec::new);
+    let gate = parking_lot::RwLock::new(());
+    let keys = AtomicU64::new(0);
+    let put = |key: &'static str| LeafChange {
+        page_id: 9,
+        tree: 3,
+        batch: 5,
+        op: LeafOp::put(key.as_bytes(), b"value", false, true, None),
+        before: BeforeRef::Absent,
+    };
+    // A page last changed after the checkpoint began: no image.
+    let described = u64::MAX;
+    let mut no_image = |_: &mut [u8]| -> (usize, usize) { unreachable!("no image") };
+    let stage = |key, page_lsn, fill: &mut FillImage<'_>| match log.append_leaf(
+        put(key),
+        page_lsn,
+        4096,
+        fill,
+        &keys,
+        true,
+    ) {
+        Logged::Staged { mark, .. } => mark,
+        Logged::Appended(_) => panic!("{key} was not staged"),
+    };
+
+    // Another thread's slot, settled by this one before its commit.
+    let other_mark = std::thread::scope(|scope| {
+        let (send_mark, marked) = std::sync::mpsc::channel();
+        let (send_settled, settled) = std::sync::mpsc::channel::<()>();
+        let (gate, stage, log) = (&gate, &stage, &log);
+        let other = scope.spawn(move || {
+            let gate = gate.read();
+            let _slot = log.stage_batch(&gate).unwrap();
+            let mut no_image = |_: &mut [u8]| -> (usize, usize) { unreachable!("no image") };
+            send_mark
+                .send(stage("other", described, &mut no_image))
+                .unwrap();
+            settled.recv().unwrap();
+        });
+        let mark = marked.recv().unwrap();
+        log.settle(mark);
+        send_settled.send(()).unwrap();
+        other.join().unwrap();
+        mark
+    });
+    assert_ne!(other_mark, 0);
+
+    let gate = gate.read();
+    let slot = log.stage_batch(&gate).unwrap();
+    stage("first", described, &mut no_image);
+    // A page whose last change lies at or before the checkpoint: its image is encoded, and
+    // the encoding panics after writing part of the frame.
+    let mut failing = |_: &mut [u8]| -> (usize, usize) { panic!("filling the image") };
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        stage("torn", 0, &mut failing);
+    }));
+    assert!(panicked.is_err());
+    stage("second", described, &mut no_image);
+    let (_, end) = log.append(|writer, _| writer.commit(5));
+    drop(slot);
+    log.wait_durable(end).unwrap();
+    log.shut_down().unwrap();
+    assert_eq!(
+        puts_and_commits(&files, start),
+        ["other", "first", "second", "commit 5"]
+    );
+    assert_eq!(
+        keys.load(Ordering::Relaxed),
+        3,
+        "each staged put counted once"
+    );
+}
