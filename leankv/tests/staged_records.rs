@@ -18,7 +18,8 @@ const FILES: [&str; 3] = ["pages", "wal-0", "wal-1"];
 /// Keys of each thread; the large transaction's values fill several times the pool.
 const KEYS: usize = 400;
 
-/// Opens the database in `files` (pages, two log files) with a pool of 24 pages (the least allowed).
+/// Opens the database in `files` (pages, two log files) with a pool of 24 pages, the least
+/// allowed.
 fn open(dir: &Path, files: [Arc<dyn Storage>; 3]) -> leankv::Result<Db> {
     let [pages, wal0, wal1] = files;
     let options = Options::default()

@@ -5,8 +5,8 @@
 //!
 //! Invariants: no frame index reaches the disk; an older image never lands after a newer one
 //! (the `writing` claim); no image is written before the log is durable up to its page LSN
-//! and up to the end of the staged records its frame's mark names (the WAL rule); the dirty flag is cleared only if the page did not change since its copy
-//! was taken.
+//! and up to the end of the staged records its frame's mark names (the WAL rule); the dirty
+//! flag is cleared only if the page did not change since its copy was taken.
 
 use super::policy::Policy;
 use super::*;

@@ -4,12 +4,14 @@
 //! the cores cost more than encoding the records).
 //!
 //! A batch (a `WriteBatch` or a transaction) holds the batch gate, so no checkpoint begins while
-//! it is open, and takes a slot ([`Log::stage_batch`]), released before the gate. Its leaf records are encoded into the
-//! slot's buffer. Each page changed keeps a *mark* in its frame header: the slot and the number
-//! of the publication its record goes into; its LSN field says only that it was described
-//! since the checkpoint began (its old LSN or the checkpoint's start + 1, both at most the
-//! record's end once it has one). A tree's key count changes as the record is staged: exact at
-//! any checkpoint record all the same, since none lies inside an open batch.
+//! it is open, and takes a slot ([`Log::stage_batch`]), released before the gate. Its leaf
+//! records are encoded into the slot's buffer. Each page changed keeps a *mark* in its frame
+//! header: the slot and the number of the publication its record goes into. Its LSN field says
+//! only that it was described since the checkpoint began: the larger of its old LSN and the
+//! checkpoint's start + 1, at most the record's end once it has one, and kept after that (a
+//! resolved end may be a later publication's, see `BufferManager::wal_lsn`). A tree's key
+//! count changes as the record is staged: exact at any checkpoint record all the same, since
+//! none lies inside an open batch.
 //!
 //! Publishing appends a slot's records to the log, stamping each with its position. Each page's
 //! records must reach the log in the order of its changes, and the WAL rule must hold, so a slot
