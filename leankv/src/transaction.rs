@@ -91,12 +91,12 @@ pub struct Transaction<'db, P: Policy = Lean> {
     keys: Vec<u8>,
     /// The large values its changes replaced or removed, freed with its commit.
     blobs: BlobChanges,
-    /// Where its records wait for its commit (with the log, while a slot is free). Released
-    /// before the gate, also by the drop glue if `drop` panics (fields drop in declaration
-    /// order): everything staged reaches the log before a checkpoint can begin.
-    staging: Option<StagingSlot<'db>>,
+    /// Where its records wait for its commit (with the log, while a slot is free). Fields drop
+    /// in declaration order after `drop` (also when it panics): the slot goes before the gate,
+    /// so everything staged reaches the log before a checkpoint can begin.
+    _staging: Option<StagingSlot<'db>>,
     /// Held from the start to the commit or undo (with the log; see the module notes).
-    gate: Option<RwLockReadGuard<'db, ()>>,
+    _gate: Option<RwLockReadGuard<'db, ()>>,
 }
 
 impl<'db, P: Policy> Transaction<'db, P> {
@@ -118,8 +118,8 @@ impl<'db, P: Policy> Transaction<'db, P> {
             changes: Vec::new(),
             keys: Vec::new(),
             blobs: BlobChanges::default(),
-            staging,
-            gate,
+            _staging: staging,
+            _gate: gate,
         }
     }
 
@@ -270,8 +270,7 @@ impl<P: Policy> Drop for Transaction<'_, P> {
                 open.swap_remove(at);
             }
         });
-        self.staging.take();
-        self.gate.take();
+        // The fields go next, in declaration order: the staging slot, then the gate.
     }
 }
 

@@ -69,9 +69,7 @@ impl<P: Policy> BufferManager<P> {
         let header = self.frame(frame);
         let page_id = header.page_id();
         let page_lsn = page_format::lsn(self.page(frame).all());
-        if let Some(mark) = Some(header.staged_mark()).filter(|&mark| mark != 0) {
-            log.settle(mark);
-        }
+        log.settle(header.staged_mark());
         // A page no record described yet is described now, under the page-id lock (see the
         // module notes); every page is described at creation, so this is a safeguard. Large
         // values the record references or frees change allocation with it, under the lock.
@@ -239,10 +237,7 @@ impl<P: Policy> BufferManager<P> {
         };
         // Other threads' staged records of these pages come first (see `wal/staging.rs`).
         for frame in changed.iter().map(|(frame, _)| frame).chain(freed) {
-            let mark = self.frame(*frame).staged_mark();
-            if mark != 0 {
-                log.settle(mark);
-            }
+            log.settle(self.frame(*frame).staged_mark());
         }
         let mut ids = self.page_ids.lock();
         let mut freed_ids: Vec<u64> = freed.iter().map(|&f| self.frame(f).page_id()).collect();

@@ -218,9 +218,12 @@ impl Log {
         })
     }
 
-    /// Before this thread logs a change to a page marked `mark`: publishes the marking slot
-    /// if another thread holds it and has not published the page's record yet.
+    /// Before this thread logs a change to a page marked `mark` (0: none): publishes the
+    /// marking slot if another thread holds it and has not published the page's record yet.
     pub(crate) fn settle(&self, mark: u64) {
+        if mark == 0 {
+            return;
+        }
         let (index, publication) = split_mark(mark);
         let slot = &self.inner.slots.slots[index];
         if slot.published.load(Ordering::Acquire) >= publication
@@ -228,11 +231,7 @@ impl Log {
         {
             return;
         }
-        let mut staging = slot.staging.lock();
-        if slot.published.load(Ordering::Relaxed) < publication {
-            let mut state = self.inner.state.lock();
-            self.inner.publish(slot, &mut staging, &mut state);
-        }
+        drop(self.publish_through(slot, publication));
     }
 
     /// The LSN up to which the log must be durable before a page marked `mark` is written:
@@ -240,14 +239,20 @@ impl Log {
     pub(crate) fn resolve(&self, mark: u64) -> u64 {
         let (index, publication) = split_mark(mark);
         let slot = &self.inner.slots.slots[index];
+        let staging = self.publish_through(slot, publication);
+        let published = slot.published.load(Ordering::Relaxed);
+        let kept = publication.max(published.saturating_sub(RECENT - 1));
+        staging.ends[(kept % RECENT) as usize]
+    }
+
+    /// Publishes `slot` unless its publication `publication` is done; returns it locked.
+    fn publish_through<'a>(&self, slot: &'a Slot, publication: u64) -> MutexGuard<'a, Staging> {
         let mut staging = slot.staging.lock();
         if slot.published.load(Ordering::Relaxed) < publication {
             let mut state = self.inner.state.lock();
             self.inner.publish(slot, &mut staging, &mut state);
         }
-        let published = slot.published.load(Ordering::Relaxed);
-        let kept = publication.max(published.saturating_sub(RECENT - 1));
-        staging.ends[(kept % RECENT) as usize]
+        staging
     }
 }
 
