@@ -7,8 +7,8 @@
 //! it is open, and takes a slot ([`Log::stage_batch`]), released before the gate. Its leaf
 //! records are encoded into the slot's buffer. Each page changed keeps a *mark* in its frame
 //! header: the slot and the number of the publication its record goes into. Its LSN field says
-//! only that it was described since the checkpoint began: the larger of its old LSN and the
-//! checkpoint's start + 1, at most the record's end once it has one, and kept after that (a
+//! only that it was described since the checkpoint began: the checkpoint's start + 1, at most
+//! the record's end once it has one (the log's end lies beyond it), and kept after that (a
 //! resolved end may be a later publication's, see `BufferManager::wal_lsn`). A tree's key
 //! count changes as the record is staged: exact at any checkpoint record all the same, since
 //! none lies inside an open batch.
@@ -212,9 +212,11 @@ impl Log {
             let mut state = self.inner.state.lock();
             self.inner.publish(slot, &mut staging, &mut state);
         }
+        // Not the larger of this and the page's LSN: an LSN read from disk may lie beyond this
+        // log's end (a log cut at recovery), and write-back would wait for it forever.
         Some(Logged::Staged {
             mark,
-            page_lsn: page_lsn.max(redo_ptr + 1),
+            page_lsn: redo_ptr + 1,
         })
     }
 
