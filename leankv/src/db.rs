@@ -119,7 +119,8 @@ impl Stats {
 pub struct RecoveryStats {
     /// Log bytes read from the last checkpoint on.
     pub log_bytes: u64,
-    /// Log records replayed.
+    /// Log records replayed (the records of a batch published together, as one group, count
+    /// once).
     pub records: u64,
     /// Pages rebuilt from the log and written.
     pub pages: u64,

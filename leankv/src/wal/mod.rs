@@ -23,6 +23,7 @@
 //! of records that may be lost, and no commit waits for a sync that will not come.
 
 mod decode;
+mod group;
 mod reader;
 pub(crate) mod record;
 mod staging;

@@ -24,7 +24,7 @@
 //!
 //! Invariant: no record is handed on that did not pass every check above.
 
-use super::decode::{FrameHeader, Outline};
+use super::decode::{FrameHeader, Outline, Records};
 use super::record::{Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
 use super::{LogPosition, Tail, MAX_LSN};
 use crate::error::{Error, Result};
@@ -124,21 +124,24 @@ fn walk_ahead(
         let (visited, to_drop) = std::sync::mpsc::channel::<Chunk>();
         let reader = spawn_in(scope, "leankv-log-reader", move || {
             let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
-            let scan = walk(files, start, stop, WINDOW, |lsn, record: Record| {
-                chunk.push((lsn, record));
-                if chunk.len() == CHUNK_RECORDS {
-                    let next = match to_drop.try_recv() {
-                        Ok(mut done) => {
-                            done.clear();
-                            done
-                        }
-                        Err(_) => Vec::with_capacity(CHUNK_RECORDS),
-                    };
-                    // The visitor failed and hung up: stop (its error is the one returned).
-                    read.send(std::mem::replace(&mut chunk, next))
-                        .map_err(|_| Error::Closed)?;
-                }
-                Ok(())
+            // A group's records all end where its frame does.
+            let scan = walk(files, start, stop, WINDOW, |lsn, records: Records| {
+                records.try_for_each(|record| {
+                    chunk.push((lsn, record));
+                    if chunk.len() == CHUNK_RECORDS {
+                        let next = match to_drop.try_recv() {
+                            Ok(mut done) => {
+                                done.clear();
+                                done
+                            }
+                            Err(_) => Vec::with_capacity(CHUNK_RECORDS),
+                        };
+                        // The visitor failed and hung up: stop (its error is the one returned).
+                        read.send(std::mem::replace(&mut chunk, next))
+                            .map_err(|_| Error::Closed)?;
+                    }
+                    Ok(())
+                })
             })?;
             _ = read.send(chunk);
             Ok(scan)
@@ -256,13 +259,13 @@ trait FrameContent: Sized {
     fn is_checkpoint(&self) -> bool;
 }
 
-impl FrameContent for Record {
+impl FrameContent for Records {
     fn decode(header: &FrameHeader, payload: &[u8]) -> std::result::Result<Self, String> {
-        header.decode_payload(payload)
+        header.decode_records(payload)
     }
 
     fn is_checkpoint(&self) -> bool {
-        matches!(self, Record::Checkpoint { .. })
+        matches!(self, Records::One(Record::Checkpoint { .. }))
     }
 }
 
@@ -598,10 +601,18 @@ mod tests {
         let (files, start) = written_log(60);
         let (records, scan) = records_from(&files, start).unwrap();
         let mut small = Vec::new();
-        let small_scan = walk(&files, start, None, IO_ALIGNMENT, |lsn, record: Record| {
-            small.push((lsn, record));
-            Ok(())
-        })
+        let small_scan = walk(
+            &files,
+            start,
+            None,
+            IO_ALIGNMENT,
+            |lsn, records: Records| {
+                records.try_for_each(|record| {
+                    small.push((lsn, record));
+                    Ok(())
+                })
+            },
+        )
         .unwrap();
         assert_eq!(small, records);
         assert_eq!(small_scan.end.lsn, scan.end.lsn);

@@ -30,6 +30,10 @@
 //! * `RangeStep`: a structural record of a range removal: the images and freed ids as in
 //!   `Structure`, preceded by the removal's id, tree, the keys the freed leaves held, where the
 //!   step started and the key it reached (its leaves removed everything up to it);
+//! * `Group`: leaf records of one batch that its thread staged and published together (see
+//!   `staging` and `group`): `[batch varint]`, then per record `[kind u8][payload length
+//!   u32][payload]`, each payload a `Put`, `Remove` or `Patch` of that batch. One frame and one
+//!   checksum for them all; each record ends, for recovery, where the group's frame does;
 //! * `Commit`: a batch (or a range removal) is complete;
 //! * `SyncMark`: written with every write of the log, how far the log was durable before it,
 //!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
@@ -66,6 +70,7 @@ pub(crate) const KIND_SYNC_MARK: u8 = 8;
 pub(super) const KIND_SPLIT: u8 = 9;
 pub(super) const KIND_RANGE_REMOVAL: u8 = 10;
 pub(super) const KIND_RANGE_STEP: u8 = 11;
+pub(super) const KIND_GROUP: u8 = 12;
 
 pub(super) const BOUND_UNBOUNDED: u8 = 0;
 pub(super) const BOUND_INCLUDED: u8 = 1;
@@ -503,77 +508,8 @@ impl<'a> FrameWriter<'a> {
         change: LeafChange<'_>,
         image: Option<(usize, &mut FillImage<'_>)>,
     ) -> u64 {
-        let LeafChange {
-            page_id,
-            tree,
-            batch,
-            op,
-            before,
-        } = change;
-        let kind = match op {
-            LeafOp::Put { .. } => KIND_PUT,
-            LeafOp::Remove { .. } => KIND_REMOVE,
-            LeafOp::Patch { .. } => KIND_PATCH,
-        };
-        // A patch in a batch records its ranges' old bytes instead of the whole old value.
-        let (before_tag, before_value) = match (before, op) {
-            (BeforeRef::Unrecorded, _) => (BEFORE_UNRECORDED, None),
-            (BeforeRef::Absent, _) => (BEFORE_ABSENT, None),
-            (BeforeRef::Value(_), LeafOp::Patch { .. }) => (BEFORE_RANGES, None),
-            (BeforeRef::Value(value) | BeforeRef::Blob(value), _) => (BEFORE_VALUE, Some(value)),
-        };
-        debug_assert!(!matches!(
-            (before, op),
-            (BeforeRef::Blob(_), LeafOp::Patch { .. })
-        ));
-        debug_assert!(
-            kind != KIND_PATCH || matches!(before_tag, BEFORE_UNRECORDED | BEFORE_RANGES)
-        );
-        let added = matches!(op, LeafOp::Put { added: true, .. });
-        let blob = matches!(op, LeafOp::Put { blob: true, .. });
-        let before_blob = matches!(before, BeforeRef::Blob(_));
-        self.frame(kind, |out, scratch| {
-            out.push(
-                u8::from(image.is_some())
-                    | before_tag << BEFORE_SHIFT
-                    | if added { FLAG_ADDED } else { 0 }
-                    | if blob { FLAG_BLOB } else { 0 }
-                    | if before_blob { FLAG_BEFORE_BLOB } else { 0 },
-            );
-            varint(out, page_id);
-            varint(out, tree);
-            varint(out, batch);
-            match op {
-                LeafOp::Put { key, value, .. } => {
-                    bytes(out, key);
-                    bytes(out, value);
-                }
-                LeafOp::Remove { key } => bytes(out, key),
-                LeafOp::Patch {
-                    key,
-                    value,
-                    changed,
-                } => {
-                    bytes(out, key);
-                    varint(out, value.len() as u64);
-                    varint(out, changed.count as u64);
-                    let mut previous_end = 0;
-                    for (offset, len) in changed.iter() {
-                        varint(out, (offset - previous_end) as u64);
-                        bytes(out, &value[offset..offset + len]);
-                        if let BeforeRef::Value(old) = before {
-                            out.extend_from_slice(&old[offset..offset + len]);
-                        }
-                        previous_end = offset + len;
-                    }
-                }
-            }
-            if let Some(value) = before_value {
-                bytes(out, value);
-            }
-            if let Some((page_size, fill)) = image {
-                page_image(out, scratch, page_size, fill);
-            }
+        self.frame(leaf_kind(change.op), |out, scratch| {
+            leaf_payload(out, scratch, change, image)
         })
     }
 
@@ -613,8 +549,93 @@ impl<'a> FrameWriter<'a> {
     }
 }
 
+/// The record kind of a leaf operation.
+pub(crate) fn leaf_kind(op: LeafOp<'_>) -> u8 {
+    match op {
+        LeafOp::Put { .. } => KIND_PUT,
+        LeafOp::Remove { .. } => KIND_REMOVE,
+        LeafOp::Patch { .. } => KIND_PATCH,
+    }
+}
+
+/// Appends the payload of a leaf record (see the module notes) to `out`, the page image (if
+/// `image` is given) assembled in `scratch`.
+pub(crate) fn leaf_payload(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    change: LeafChange<'_>,
+    image: Option<(usize, &mut FillImage<'_>)>,
+) {
+    let LeafChange {
+        page_id,
+        tree,
+        batch,
+        op,
+        before,
+    } = change;
+    // A patch in a batch records its ranges' old bytes instead of the whole old value.
+    let (before_tag, before_value) = match (before, op) {
+        (BeforeRef::Unrecorded, _) => (BEFORE_UNRECORDED, None),
+        (BeforeRef::Absent, _) => (BEFORE_ABSENT, None),
+        (BeforeRef::Value(_), LeafOp::Patch { .. }) => (BEFORE_RANGES, None),
+        (BeforeRef::Value(value) | BeforeRef::Blob(value), _) => (BEFORE_VALUE, Some(value)),
+    };
+    debug_assert!(!matches!(
+        (before, op),
+        (BeforeRef::Blob(_), LeafOp::Patch { .. })
+    ));
+    debug_assert!(
+        !matches!(op, LeafOp::Patch { .. })
+            || matches!(before_tag, BEFORE_UNRECORDED | BEFORE_RANGES)
+    );
+    let added = matches!(op, LeafOp::Put { added: true, .. });
+    let blob = matches!(op, LeafOp::Put { blob: true, .. });
+    let before_blob = matches!(before, BeforeRef::Blob(_));
+    out.push(
+        u8::from(image.is_some())
+            | before_tag << BEFORE_SHIFT
+            | if added { FLAG_ADDED } else { 0 }
+            | if blob { FLAG_BLOB } else { 0 }
+            | if before_blob { FLAG_BEFORE_BLOB } else { 0 },
+    );
+    varint(out, page_id);
+    varint(out, tree);
+    varint(out, batch);
+    match op {
+        LeafOp::Put { key, value, .. } => {
+            bytes(out, key);
+            bytes(out, value);
+        }
+        LeafOp::Remove { key } => bytes(out, key),
+        LeafOp::Patch {
+            key,
+            value,
+            changed,
+        } => {
+            bytes(out, key);
+            varint(out, value.len() as u64);
+            varint(out, changed.count as u64);
+            let mut previous_end = 0;
+            for (offset, len) in changed.iter() {
+                varint(out, (offset - previous_end) as u64);
+                bytes(out, &value[offset..offset + len]);
+                if let BeforeRef::Value(old) = before {
+                    out.extend_from_slice(&old[offset..offset + len]);
+                }
+                previous_end = offset + len;
+            }
+        }
+    }
+    if let Some(value) = before_value {
+        bytes(out, value);
+    }
+    if let Some((page_size, fill)) = image {
+        page_image(out, scratch, page_size, fill);
+    }
+}
+
 /// Appends `value` as a LEB128 varint.
-fn varint(out: &mut Vec<u8>, mut value: u64) {
+pub(super) fn varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push(value as u8 | 0x80);
         value >>= 7;

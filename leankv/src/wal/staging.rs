@@ -13,7 +13,8 @@
 //! count changes as the record is staged: exact at any checkpoint record all the same, since
 //! none lies inside an open batch.
 //!
-//! Publishing appends a slot's records to the log, stamping each with its position. Each page's
+//! Publishing appends a slot's records to the log as one frame, a group (see `group`), stamped
+//! with its position. Each page's
 //! records must reach the log in the order of its changes, and the WAL rule must hold, so a slot
 //! is published:
 //! * at its batch's commit, with the commit record, or when its buffer grows past
@@ -27,7 +28,8 @@
 //! Lock order: page latches, the page-id lock, a slot's mutex, the log's mutex. A slot's mutex
 //! is held only to encode into its buffer or to publish it, never while waiting for a latch.
 
-use super::record::{stamp, FillImage, FrameWriter, LeafChange, FRAME_ALIGN, FRAME_HEADER};
+use super::group;
+use super::record::{stamp, FillImage, LeafChange, FRAME_ALIGN, FRAME_HEADER};
 use super::{Inner, Log, State};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard, RwLockReadGuard};
@@ -73,13 +75,11 @@ struct Slot {
 
 #[derive(Default)]
 struct Staging {
-    /// Records encoded at position 0, back to back, each frame-aligned; beyond `len`, what an
+    /// The group of records staged (see `group`), at position 0; beyond `len`, what an
     /// encoding that panicked left (never published, cut at the next).
     bytes: Vec<u8>,
-    /// The end of the last whole record in `bytes`.
+    /// The end of the last whole record in `bytes` (0: nothing staged).
     len: usize,
-    /// Each record's offset in `bytes` and its payload's checksum (see [`stamp`]).
-    records: Vec<(usize, u32)>,
     /// The end LSN of publication `n` at `ends[n % RECENT]`.
     ends: [u64; RECENT as usize],
     /// Where page images are assembled (see `FrameWriter::scratch`).
@@ -113,9 +113,8 @@ impl Drop for StagingSlot<'_> {
         // failed log, a bug), what it staged is still published: marks must resolve.
         let slot = &self.log.inner.slots.slots[usize::from(self.index)];
         let mut staging = slot.staging.lock();
-        if !staging.records.is_empty() {
-            let mut state = self.log.inner.state.lock();
-            self.log.inner.publish(slot, &mut staging, &mut state);
+        if staging.len != 0 {
+            drop(self.log.inner.publish(slot, &mut staging));
         }
         drop(staging);
         self.log.inner.slots.free.lock().push(self.index);
@@ -173,11 +172,10 @@ impl Log {
         };
         let slot = &self.inner.slots.slots[usize::from(index)];
         let mut staging = slot.staging.lock();
-        let mut state = self.inner.state.lock();
-        if !staging.records.is_empty() {
-            self.inner.publish(slot, &mut staging, &mut state);
+        if staging.len == 0 {
+            return self.inner.state.lock();
         }
-        state
+        self.inner.publish(slot, &mut staging)
     }
 
     /// Stages a leaf record of this thread's batch if it holds a slot (see
@@ -196,21 +194,17 @@ impl Log {
         let Staging {
             bytes,
             len,
-            records,
             scratch,
             ..
         } = &mut *staging;
-        let offset = *len;
-        bytes.truncate(offset);
-        let mut writer = FrameWriter::unplaced(bytes, scratch);
-        writer.leaf(change, (page_lsn <= redo_ptr).then_some((page_size, fill)));
-        records.push((offset, writer.payload_checksum));
+        bytes.truncate(*len);
+        let image = (page_lsn <= redo_ptr).then_some((page_size, fill));
+        group::add(bytes, scratch, change, image);
         *len = bytes.len();
         let publication = slot.published.load(Ordering::Relaxed) + 1;
         let mark = (u64::from(index) + 1) << MARK_SHIFT | publication;
         if staging.len >= STAGING_LIMIT {
-            let mut state = self.inner.state.lock();
-            self.inner.publish(slot, &mut staging, &mut state);
+            drop(self.inner.publish(slot, &mut staging));
         }
         // Not the larger of this and the page's LSN: an LSN read from disk may lie beyond this
         // log's end (a log cut at recovery), and write-back would wait for it forever.
@@ -251,8 +245,7 @@ impl Log {
     fn publish_through<'a>(&self, slot: &'a Slot, publication: u64) -> MutexGuard<'a, Staging> {
         let mut staging = slot.staging.lock();
         if slot.published.load(Ordering::Relaxed) < publication {
-            let mut state = self.inner.state.lock();
-            self.inner.publish(slot, &mut staging, &mut state);
+            drop(self.inner.publish(slot, &mut staging));
         }
         staging
     }
@@ -268,30 +261,32 @@ fn split_mark(mark: u64) -> (usize, u64) {
 }
 
 impl Inner {
-    /// Appends `slot`'s staged records (its mutex held as `staging`), each stamped with its
-    /// position, and completes its next publication.
-    fn publish(&self, slot: &Slot, staging: &mut Staging, state: &mut State) {
+    /// Appends `slot`'s staged group (its mutex held as `staging`), stamped with its position,
+    /// and completes the slot's next publication; returns the log's mutex, held. The group is
+    /// sealed (its checksum computed) before the log's mutex is taken.
+    fn publish<'a>(&'a self, slot: &Slot, staging: &mut Staging) -> MutexGuard<'a, State> {
+        debug_assert_ne!(staging.len, 0, "a publication holds records");
+        let Staging { bytes, len, .. } = &mut *staging;
+        bytes.truncate(*len);
+        let payload_checksum = group::seal(bytes);
+        let mut state = self.state.lock();
         let generation = state.generation;
-        let Staging {
-            bytes,
-            len,
-            records,
-            ..
-        } = &mut *staging;
-        self.append_locked(state, |writer, _| {
-            let base = writer.position();
-            debug_assert_eq!(base % FRAME_ALIGN as u64, 0);
-            for &(offset, payload_checksum) in records.iter() {
-                let header = &mut bytes[offset..offset + FRAME_HEADER];
-                stamp(header, base + offset as u64, generation, payload_checksum);
-            }
-            writer.out.extend_from_slice(&bytes[..*len]);
+        self.append_locked(&mut state, |writer, _| {
+            let position = writer.position();
+            debug_assert_eq!(position % FRAME_ALIGN as u64, 0);
+            stamp(
+                &mut bytes[..FRAME_HEADER],
+                position,
+                generation,
+                payload_checksum,
+            );
+            writer.out.extend_from_slice(bytes);
         });
         bytes.clear();
         *len = 0;
-        records.clear();
         let publication = slot.published.load(Ordering::Relaxed) + 1;
         staging.ends[(publication % RECENT) as usize] = state.end;
         slot.published.store(publication, Ordering::Release);
+        state
     }
 }

@@ -23,6 +23,26 @@ pub(crate) enum Outline {
     Other,
 }
 
+/// The records of one frame: most frames hold one, a group several (see `record`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Records {
+    One(Record),
+    Group(Vec<Record>),
+}
+
+impl Records {
+    /// Hands each record to `visit`, in order.
+    pub(crate) fn try_for_each<E>(
+        self,
+        mut visit: impl FnMut(Record) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            Records::One(record) => visit(record),
+            Records::Group(records) => records.into_iter().try_for_each(visit),
+        }
+    }
+}
+
 /// A frame's header, decoded (not yet checked against its payload).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FrameHeader {
@@ -90,6 +110,9 @@ impl FrameHeader {
                     batch: reader.varint()?,
                 }
             }
+            KIND_GROUP => Outline::Change {
+                batch: reader.varint()?,
+            },
             KIND_COMMIT => Outline::Commit {
                 batch: reader.u64()?,
             },
@@ -97,6 +120,47 @@ impl FrameHeader {
             | KIND_SYNC_MARK => Outline::Other,
             other => return Err(format!("unknown log record kind {other}")),
         })
+    }
+
+    /// Decodes the records of a frame whose checksum holds.
+    pub(crate) fn decode_records(&self, payload: &[u8]) -> Result<Records, String> {
+        if self.kind != KIND_GROUP {
+            return self.decode_payload(payload).map(Records::One);
+        }
+        let mut reader = Reader { bytes: payload };
+        let batch = reader.varint()?;
+        if batch == 0 {
+            return Err("a group of single operations".into());
+        }
+        let mut records = Vec::new();
+        while !reader.bytes.is_empty() {
+            let kind = reader.u8()?;
+            if !matches!(kind, KIND_PUT | KIND_REMOVE | KIND_PATCH) {
+                return Err(format!("a group holds a record of kind {kind}"));
+            }
+            let len = reader.u32()? as usize;
+            let mut entry = Reader {
+                bytes: reader.take(len)?,
+            };
+            let record = entry.leaf(kind)?;
+            if !entry.bytes.is_empty() {
+                return Err("log record longer than its contents".into());
+            }
+            let of_batch = matches!(
+                &record,
+                Record::Put { batch: of, .. }
+                | Record::Remove { batch: of, .. }
+                | Record::Patch { batch: of, .. } if *of == batch
+            );
+            if !of_batch {
+                return Err("a group holds a record of another batch".into());
+            }
+            records.push(record);
+        }
+        if records.is_empty() {
+            return Err("an empty group".into());
+        }
+        Ok(Records::Group(records))
     }
 
     /// Decodes the payload of a frame whose checksum holds.

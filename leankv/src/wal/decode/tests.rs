@@ -338,3 +338,133 @@ fn patches_out_of_their_value_or_without_their_batchs_old_bytes_are_refused() {
     // A length beyond the record.
     assert!(decode(&[0, 5, 1, 0, 200, b'k']).is_err());
 }
+
+/// The header of a frame of `kind` holding `payload` at LSN 4096, its checksum right.
+fn frame_of(kind: u8, payload: &[u8]) -> (FrameHeader, [u8; FRAME_HEADER]) {
+    let mut header = [0u8; FRAME_HEADER];
+    header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[KIND_OFFSET] = kind;
+    stamp(&mut header, 4096, 3, crc32c::crc32c(payload));
+    (FrameHeader::decode(&header), header)
+}
+
+#[test]
+fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() {
+    let old = vec![5u8; 64];
+    let mut new = old.clone();
+    new[3] = 1;
+    new[40..42].fill(2);
+    let changed = ChangedRanges::between(&old, &new).unwrap();
+    let changes = [
+        change(
+            9,
+            LeafOp::Put {
+                key: b"a",
+                value: b"v",
+                blob: false,
+                added: true,
+            },
+            BeforeRef::Absent,
+        ),
+        change(
+            9,
+            LeafOp::Patch {
+                key: b"b",
+                value: &new,
+                changed: &changed,
+            },
+            BeforeRef::Value(&old),
+        ),
+        change(9, LeafOp::Remove { key: b"c" }, BeforeRef::Value(b"gone")),
+    ];
+    let mut fill = |page: &mut [u8]| -> (usize, usize) {
+        page.fill(2);
+        page[4..8].fill(0);
+        (4, 4)
+    };
+    // The same changes as frames of their own, and as one group.
+    let (mut frames, mut scratch) = (Vec::new(), Vec::new());
+    let mut writer = writer(&mut frames, &mut scratch);
+    let mut group = Vec::new();
+    for (i, &change) in changes.iter().enumerate() {
+        let image = (i == 1).then_some(64);
+        writer.leaf(
+            change,
+            image.map(|size| (size, &mut fill as &mut FillImage<'_>)),
+        );
+        let image = image.map(|size| (size, &mut fill as &mut FillImage<'_>));
+        crate::wal::group::add(&mut group, &mut Vec::new(), change, image);
+    }
+    let expected: Vec<Record> = decode_all(&frames, 4096)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    let checksum = crate::wal::group::seal(&mut group);
+    assert_eq!(group.len() % FRAME_ALIGN, 0);
+    stamp(&mut group[..FRAME_HEADER], 4096, 3, checksum);
+    let header_bytes: [u8; FRAME_HEADER] = group[..FRAME_HEADER].try_into().unwrap();
+    let header = FrameHeader::decode(&header_bytes);
+    let payload = &group[FRAME_HEADER..FRAME_HEADER + header.payload_len];
+    assert!(header.checksum_holds(&header_bytes, payload));
+    assert_eq!(header.frame_len(), group.len());
+    assert_eq!(
+        header.decode_outline(payload),
+        Ok(Outline::Change { batch: 9 })
+    );
+    assert_eq!(header.decode_records(payload), Ok(Records::Group(expected)));
+    for position in [0, 5, 9, 20, 30, group.len() / 2, group.len() - 9] {
+        let mut damaged = group.clone();
+        damaged[position] ^= 8;
+        let header_bytes: [u8; FRAME_HEADER] = damaged[..FRAME_HEADER].try_into().unwrap();
+        let header = FrameHeader::decode(&header_bytes);
+        let end = (FRAME_HEADER + header.payload_len).min(damaged.len());
+        assert!(
+            header.lsn != 4096
+                || !header.checksum_holds(&header_bytes, &damaged[FRAME_HEADER..end]),
+            "flip at {position} missed"
+        );
+    }
+
+    // Checksummed payloads that are no group: each is refused, none panics.
+    let entry = |kind: u8, batch: u64, trailing: &[u8]| {
+        let mut payload = Vec::new();
+        let op = LeafOp::Remove { key: b"k" };
+        let body_change = change(batch, op, BeforeRef::Value(b"v"));
+        leaf_payload(&mut payload, &mut Vec::new(), body_change, None);
+        payload.extend_from_slice(trailing);
+        let mut out = vec![kind];
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&payload);
+        out
+    };
+    let group_of = |batch: u64, entries: &[Vec<u8>]| {
+        let mut payload = Vec::new();
+        varint(&mut payload, batch);
+        entries
+            .iter()
+            .for_each(|entry| payload.extend_from_slice(entry));
+        payload
+    };
+    let mut beyond = entry(KIND_REMOVE, 9, &[]);
+    beyond[1..5].copy_from_slice(&u32::MAX.to_le_bytes());
+    for (payload, why) in [
+        (
+            group_of(0, &[entry(KIND_REMOVE, 0, &[])]),
+            "single operations",
+        ),
+        (group_of(9, &[]), "empty"),
+        (group_of(9, &[entry(KIND_COMMIT, 9, &[])]), "of kind"),
+        (group_of(9, &[entry(KIND_GROUP, 9, &[])]), "of kind"),
+        (group_of(9, &[entry(KIND_REMOVE, 8, &[])]), "another batch"),
+        (group_of(9, &[entry(KIND_REMOVE, 9, &[1])]), "longer"),
+        (group_of(9, &[beyond]), "shorter"),
+        (
+            group_of(9, &[entry(KIND_REMOVE, 9, &[])])[..6].to_vec(),
+            "shorter",
+        ),
+    ] {
+        let (header, _) = frame_of(KIND_GROUP, &payload);
+        let error = header.decode_records(&payload).unwrap_err();
+        assert!(error.contains(why), "{why}: {error}");
+    }
+}

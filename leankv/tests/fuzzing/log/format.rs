@@ -17,6 +17,7 @@ pub const KIND_COMMIT: u8 = 6;
 pub const KIND_NEW_TREE: u8 = 7;
 pub const KIND_SYNC_MARK: u8 = 8;
 pub const KIND_SPLIT: u8 = 9;
+pub const KIND_GROUP: u8 = 12;
 /// Largest page an image may claim.
 const MAX_PAGE: usize = 1 << 16;
 /// The reader reads whole sectors; a partial last sector reads as zeros.
@@ -86,6 +87,7 @@ pub fn frame_at(bytes: &[u8], at: usize) -> Option<Frame> {
                 | KIND_NEW_TREE
                 | KIND_SYNC_MARK
                 | KIND_SPLIT
+                | KIND_GROUP
         )
     {
         return None;
@@ -326,53 +328,24 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
                     d.page_ids.push(id);
                 }
             }
-            KIND_PUT | KIND_REMOVE | KIND_PATCH => {
-                let flags = cursor.int(1, "leaf flags", d)?;
-                let page_id = cursor.varint("page id", d)?;
-                d.page_ids.push(page_id);
-                cursor.varint("tree", d)?;
-                d.batch = Some(cursor.varint("batch", d)?);
-                let key = cursor.blob("key", d)?.to_vec();
-                match kind {
-                    KIND_PUT => {
-                        let value = cursor.blob("value", d)?;
-                        d.pairs.push((key.clone(), value.to_vec()));
+            KIND_PUT | KIND_REMOVE | KIND_PATCH => leaf(&mut cursor, kind, d)?,
+            KIND_GROUP => {
+                d.batch = Some(cursor.varint("group batch", d)?);
+                while cursor.at < cursor.end {
+                    let kind = cursor.int(1, "group entry kind", d)? as u8;
+                    let len = cursor.int(4, "group entry length", d)? as usize;
+                    let end = cursor.at.saturating_add(len).min(cursor.end);
+                    let mut entry = Cursor {
+                        frame: cursor.frame,
+                        at: cursor.at,
+                        end,
+                    };
+                    if matches!(kind, KIND_PUT | KIND_REMOVE | KIND_PATCH) {
+                        // An entry that does not decode may still hold pairs before its
+                        // damage; the next entry starts where its length says.
+                        let _ = leaf(&mut entry, kind, d);
                     }
-                    KIND_PATCH => {
-                        let value_len = cursor.varint("patched value length", d)?;
-                        let count = cursor.varint("patch range count", d)?;
-                        let mut ranges = Vec::new();
-                        let mut old_ranges = Vec::new();
-                        let mut end = 0u64;
-                        for _ in 0..count.min(1 << 10) {
-                            let offset = end.checked_add(cursor.varint("patch range gap", d)?)?;
-                            let bytes = cursor.blob("patch range", d)?;
-                            end = offset.checked_add(bytes.len() as u64)?;
-                            ranges.push((offset as usize, bytes.to_vec()));
-                            if (flags >> 1) & 3 == 3 {
-                                let at = cursor.take(bytes.len())?;
-                                let old = &cursor.frame[at..at + bytes.len()];
-                                old_ranges.push((offset as usize, old.to_vec()));
-                            }
-                        }
-                        let value_len: usize = value_len.try_into().ok()?;
-                        // A batch's patch may be rolled back: its old bytes are values too.
-                        for ranges in [ranges, old_ranges] {
-                            d.patches.push(Patch {
-                                key: key.clone(),
-                                value_len,
-                                ranges,
-                            });
-                        }
-                    }
-                    _ => {}
-                }
-                if (flags >> 1) & 3 == 2 {
-                    let before = cursor.blob("before value", d)?;
-                    d.pairs.push((key, before.to_vec()));
-                }
-                if flags & 1 == 1 {
-                    cursor.image(page_id, d)?;
+                    cursor.at = end;
                 }
             }
             KIND_SPLIT => {
@@ -395,6 +368,59 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
         Some(())
     })();
     decoded
+}
+
+/// Decodes a leaf record's payload of `kind` from `cursor` (a frame of its own or a group's
+/// entry).
+fn leaf(cursor: &mut Cursor<'_>, kind: u8, d: &mut Decoded) -> Option<()> {
+    let flags = cursor.int(1, "leaf flags", d)?;
+    let page_id = cursor.varint("page id", d)?;
+    d.page_ids.push(page_id);
+    cursor.varint("tree", d)?;
+    d.batch = Some(cursor.varint("batch", d)?);
+    let key = cursor.blob("key", d)?.to_vec();
+    match kind {
+        KIND_PUT => {
+            let value = cursor.blob("value", d)?;
+            d.pairs.push((key.clone(), value.to_vec()));
+        }
+        KIND_PATCH => {
+            let value_len = cursor.varint("patched value length", d)?;
+            let count = cursor.varint("patch range count", d)?;
+            let mut ranges = Vec::new();
+            let mut old_ranges = Vec::new();
+            let mut end = 0u64;
+            for _ in 0..count.min(1 << 10) {
+                let offset = end.checked_add(cursor.varint("patch range gap", d)?)?;
+                let bytes = cursor.blob("patch range", d)?;
+                end = offset.checked_add(bytes.len() as u64)?;
+                ranges.push((offset as usize, bytes.to_vec()));
+                if (flags >> 1) & 3 == 3 {
+                    let at = cursor.take(bytes.len())?;
+                    let old = &cursor.frame[at..at + bytes.len()];
+                    old_ranges.push((offset as usize, old.to_vec()));
+                }
+            }
+            let value_len: usize = value_len.try_into().ok()?;
+            // A batch's patch may be rolled back: its old bytes are values too.
+            for ranges in [ranges, old_ranges] {
+                d.patches.push(Patch {
+                    key: key.clone(),
+                    value_len,
+                    ranges,
+                });
+            }
+        }
+        _ => {}
+    }
+    if (flags >> 1) & 3 == 2 {
+        let before = cursor.blob("before value", d)?;
+        d.pairs.push((key, before.to_vec()));
+    }
+    if flags & 1 == 1 {
+        cursor.image(page_id, d)?;
+    }
+    Some(())
 }
 
 /// The frame's bytes (header and payload) within `bytes`.

@@ -4,7 +4,8 @@
 
 use super::check::log_pairs;
 use super::format::{
-    decode, frame_bytes, index_frames, SB_CHECKPOINT_FILE, SB_CHECKPOINT_LSN, SB_CHECKPOINT_OFFSET,
+    decode, frame_bytes, index_frames, KIND_GROUP, SB_CHECKPOINT_FILE, SB_CHECKPOINT_LSN,
+    SB_CHECKPOINT_OFFSET,
 };
 use super::storage::Bounded;
 use super::{options, FASTRAND_SEED, FILES, PAGE_SIZE};
@@ -32,6 +33,8 @@ pub struct LogImage {
     /// LSNs and generations of the valid frames.
     pub lsns: Vec<u64>,
     pub generations: Vec<u32>,
+    /// Frames that are groups (a batch's staged records).
+    pub groups: usize,
 }
 
 /// A phase of the workload: `steps` commits from `seed`, crashed after `crash_at` of the
@@ -212,10 +215,11 @@ fn describe(name: &'static str, pages: Vec<u8>, logs: [Vec<u8>; 2], written: Pai
         page_count,
     ];
     let (mut batches, mut lsns, mut generations) = (Vec::new(), Vec::new(), Vec::new());
-    let mut frames = 0;
+    let (mut frames, mut groups) = (0, 0);
     for file in &logs {
         for frame in index_frames(file, 0) {
             frames += 1;
+            groups += usize::from(frame.kind == KIND_GROUP);
             let decoded = decode(frame.kind, frame_bytes(file, &frame));
             page_ids.extend(decoded.page_ids.iter().filter(|&&id| id < 1 << 20));
             batches.extend(decoded.batch);
@@ -266,7 +270,7 @@ fn describe(name: &'static str, pages: Vec<u8>, logs: [Vec<u8>; 2], written: Pai
     drop(db);
     if verbose() {
         eprintln!(
-            "log image {name}: pages {} B, logs {} + {} B, {frames} frames, generations \
+            "log image {name}: pages {} B, logs {} + {} B, {frames} frames ({groups} groups), generations \
              {generations:?}, superblock checkpoint file {} offset {} lsn {}; recovery: {} \
              records, {} pages, {} batches rolled back; trees {trees:?}; fnv {:016x}",
             pages.len(),
@@ -292,6 +296,7 @@ fn describe(name: &'static str, pages: Vec<u8>, logs: [Vec<u8>; 2], written: Pai
         batches,
         lsns,
         generations,
+        groups,
     }
 }
 
@@ -301,8 +306,10 @@ pub fn log_images() -> &'static [LogImage] {
     static IMAGES: OnceLock<Vec<LogImage>> = OnceLock::new();
     IMAGES.get_or_init(|| {
         let images = vec![
-            // Crash points and recovery seeds chosen so that each recovery rolls back a batch
-            // (its last records torn or dropped before its commit record).
+            // Crash points and recovery seeds: chosen when a batch's records were frames of
+            // their own, so that recoveries rolled back batches torn before their commit; a
+            // batch's records now reach the log as one group with its commit, and the edits
+            // that drop a commit frame roll batches back.
             build(
                 "early",
                 &[Phase {
@@ -339,6 +346,10 @@ pub fn log_images() -> &'static [LogImage] {
                 ],
             ),
         ];
+        assert!(
+            images.iter().any(|image| image.groups > 0),
+            "no log image holds a group: the edits would never meet one"
+        );
         // The case's own eviction choices start from the same state whether or not it built.
         fastrand::seed(FASTRAND_SEED);
         images
