@@ -4,7 +4,7 @@
 
 use super::record::{
     leaf_kind, leaf_payload, varint, FillImage, LeafChange, FRAME_ALIGN, FRAME_HEADER, KIND_GROUP,
-    KIND_OFFSET,
+    KIND_OFFSET, MAX_GROUP_PAYLOAD,
 };
 
 /// Appends the record of `change` (with the page image if `image` is given) to the group that
@@ -32,6 +32,7 @@ pub(super) fn add(
 /// returns its payload's checksum; `stamp` gives it its place in the log.
 pub(super) fn seal(out: &mut Vec<u8>) -> u32 {
     debug_assert!(out.len() > FRAME_HEADER, "a group holds records");
+    debug_assert!(out.len() - FRAME_HEADER <= MAX_GROUP_PAYLOAD);
     let payload = u32::try_from(out.len() - FRAME_HEADER).expect("staging is bounded");
     out[4..8].copy_from_slice(&payload.to_le_bytes());
     out[KIND_OFFSET] = KIND_GROUP;

@@ -58,6 +58,10 @@ pub(crate) const FRAME_ALIGN: usize = 8;
 pub(super) const MAX_PAGE: usize = 1 << 16;
 /// Largest payload a frame may claim (a checkpoint of a huge free list stays far below).
 pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
+/// Largest payload a group may claim: a slot is published once it holds 256 KiB
+/// (`staging::STAGING_LIMIT`), so a group holds at most that and one more record, which is
+/// below two pages (key, value, value before and image are each at most a page).
+pub(super) const MAX_GROUP_PAYLOAD: usize = (256 << 10) + 4 * MAX_PAGE;
 
 pub(super) const KIND_CHECKPOINT: u8 = 1;
 pub(super) const KIND_STRUCTURE: u8 = 2;

@@ -14,9 +14,8 @@
 //! none lies inside an open batch.
 //!
 //! Publishing appends a slot's records to the log as one frame, a group (see `group`), stamped
-//! with its position. Each page's
-//! records must reach the log in the order of its changes, and the WAL rule must hold, so a slot
-//! is published:
+//! with its position. Each page's records must reach the log in the order of its changes, and
+//! the WAL rule must hold, so a slot is published:
 //! * at its batch's commit, with the commit record, or when its buffer grows past
 //!   [`STAGING_LIMIT`] (long batches; also when the batch ends in any other way);
 //! * before its thread appends any other record (the thread's own order);
@@ -29,7 +28,9 @@
 //! is held only to encode into its buffer or to publish it, never while waiting for a latch.
 
 use super::group;
-use super::record::{stamp, FillImage, LeafChange, FRAME_ALIGN, FRAME_HEADER};
+use super::record::{
+    stamp, FillImage, LeafChange, FRAME_ALIGN, FRAME_HEADER, MAX_GROUP_PAYLOAD, MAX_PAGE,
+};
 use super::{Inner, Log, State};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard, RwLockReadGuard};
@@ -41,6 +42,7 @@ use std::sync::Arc;
 const SLOTS: usize = 64;
 /// A slot is published once this many bytes are staged, bounding its memory.
 const STAGING_LIMIT: usize = 256 << 10;
+const _: () = assert!(STAGING_LIMIT + 2 * MAX_PAGE <= MAX_GROUP_PAYLOAD);
 /// Ends of a slot's latest publications kept to resolve marks (an older mark resolves to the
 /// oldest kept, a later end: still correct, only a longer wait).
 const RECENT: u64 = 16;
@@ -80,6 +82,8 @@ struct Staging {
     bytes: Vec<u8>,
     /// The end of the last whole record in `bytes` (0: nothing staged).
     len: usize,
+    /// The batch of the records staged (one per group: its header names it).
+    batch: u64,
     /// The end LSN of publication `n` at `ends[n % RECENT]`.
     ends: [u64; RECENT as usize],
     /// Where page images are assembled (see `FrameWriter::scratch`).
@@ -194,10 +198,15 @@ impl Log {
         let Staging {
             bytes,
             len,
+            batch,
             scratch,
             ..
         } = &mut *staging;
         bytes.truncate(*len);
+        if *len == 0 {
+            *batch = change.batch;
+        }
+        debug_assert_eq!(*batch, change.batch, "a group holds one batch");
         let image = (page_lsn <= redo_ptr).then_some((page_size, fill));
         group::add(bytes, scratch, change, image);
         *len = bytes.len();
@@ -265,7 +274,12 @@ impl Inner {
     /// and completes the slot's next publication; returns the log's mutex, held. The group is
     /// sealed (its checksum computed) before the log's mutex is taken.
     fn publish<'a>(&'a self, slot: &Slot, staging: &mut Staging) -> MutexGuard<'a, State> {
+        // No caller publishes an empty slot (no mark names a publication without a record);
+        // were one to, nothing is appended and no publication completes.
         debug_assert_ne!(staging.len, 0, "a publication holds records");
+        if staging.len == 0 {
+            return self.state.lock();
+        }
         let Staging { bytes, len, .. } = &mut *staging;
         bytes.truncate(*len);
         let payload_checksum = group::seal(bytes);

@@ -127,6 +127,9 @@ impl FrameHeader {
         if self.kind != KIND_GROUP {
             return self.decode_payload(payload).map(Records::One);
         }
+        if payload.len() > MAX_GROUP_PAYLOAD {
+            return Err("a group larger than a slot publishes".into());
+        }
         let mut reader = Reader { bytes: payload };
         let batch = reader.varint()?;
         if batch == 0 {

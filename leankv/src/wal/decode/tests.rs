@@ -462,6 +462,7 @@ fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() 
             group_of(9, &[entry(KIND_REMOVE, 9, &[])])[..6].to_vec(),
             "shorter",
         ),
+        (vec![9; MAX_GROUP_PAYLOAD + 1], "larger"),
     ] {
         let (header, _) = frame_of(KIND_GROUP, &payload);
         let error = header.decode_records(&payload).unwrap_err();

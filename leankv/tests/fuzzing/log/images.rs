@@ -270,9 +270,10 @@ fn describe(name: &'static str, pages: Vec<u8>, logs: [Vec<u8>; 2], written: Pai
     drop(db);
     if verbose() {
         eprintln!(
-            "log image {name}: pages {} B, logs {} + {} B, {frames} frames ({groups} groups), generations \
-             {generations:?}, superblock checkpoint file {} offset {} lsn {}; recovery: {} \
-             records, {} pages, {} batches rolled back; trees {trees:?}; fnv {:016x}",
+            "log image {name}: pages {} B, logs {} + {} B, {frames} frames ({groups} groups), \
+             generations {generations:?}, superblock checkpoint file {} offset {} lsn {}; \
+             recovery: {} records, {} pages, {} batches rolled back; trees {trees:?}; fnv \
+             {:016x}",
             pages.len(),
             logs[0].len(),
             logs[1].len(),
