@@ -20,6 +20,14 @@ pub(super) fn add(
         out.extend_from_slice(&[0; FRAME_HEADER]);
         varint(out, change.batch);
     }
+    debug_assert!(
+        {
+            let mut batch = Vec::new();
+            varint(&mut batch, change.batch);
+            out[FRAME_HEADER..].starts_with(&batch)
+        },
+        "a group holds one batch (its header names it)"
+    );
     out.push(leaf_kind(change.op));
     let length_at = out.len();
     out.extend_from_slice(&[0; 4]);

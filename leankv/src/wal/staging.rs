@@ -82,8 +82,6 @@ struct Staging {
     bytes: Vec<u8>,
     /// The end of the last whole record in `bytes` (0: nothing staged).
     len: usize,
-    /// The batch of the records staged (one per group: its header names it).
-    batch: u64,
     /// The end LSN of publication `n` at `ends[n % RECENT]`.
     ends: [u64; RECENT as usize],
     /// Where page images are assembled (see `FrameWriter::scratch`).
@@ -176,9 +174,6 @@ impl Log {
         };
         let slot = &self.inner.slots.slots[usize::from(index)];
         let mut staging = slot.staging.lock();
-        if staging.len == 0 {
-            return self.inner.state.lock();
-        }
         self.inner.publish(slot, &mut staging)
     }
 
@@ -198,15 +193,10 @@ impl Log {
         let Staging {
             bytes,
             len,
-            batch,
             scratch,
             ..
         } = &mut *staging;
         bytes.truncate(*len);
-        if *len == 0 {
-            *batch = change.batch;
-        }
-        debug_assert_eq!(*batch, change.batch, "a group holds one batch");
         let image = (page_lsn <= redo_ptr).then_some((page_size, fill));
         group::add(bytes, scratch, change, image);
         *len = bytes.len();
@@ -271,12 +261,10 @@ fn split_mark(mark: u64) -> (usize, u64) {
 
 impl Inner {
     /// Appends `slot`'s staged group (its mutex held as `staging`), stamped with its position,
-    /// and completes the slot's next publication; returns the log's mutex, held. The group is
-    /// sealed (its checksum computed) before the log's mutex is taken.
+    /// and completes the slot's next publication; with nothing staged, appends nothing.
+    /// Returns the log's mutex, held. The group is sealed (its checksum computed) before the
+    /// log's mutex is taken.
     fn publish<'a>(&'a self, slot: &Slot, staging: &mut Staging) -> MutexGuard<'a, State> {
-        // No caller publishes an empty slot (no mark names a publication without a record);
-        // were one to, nothing is appended and no publication completes.
-        debug_assert_ne!(staging.len, 0, "a publication holds records");
         if staging.len == 0 {
             return self.state.lock();
         }
