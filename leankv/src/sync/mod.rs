@@ -37,6 +37,20 @@ pub(crate) mod loom_latch;
 pub(crate) use event::Event;
 pub(crate) use latch::{ExclusiveGuard, HybridLatch, SharedGuard};
 
+/// Asks the processor to bring the cache lines of `bytes` close, to be written soon. A hint
+/// only: nothing is read or written, and targets without such an instruction do nothing.
+#[inline]
+pub(crate) fn prefetch_for_write(bytes: &[std::mem::MaybeUninit<u8>]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        // SAFETY: a prefetch never faults and changes no memory; the address lies in `bytes`.
+        unsafe { _mm_prefetch::<_MM_HINT_ET0>(line.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 // The mutex of the code that loom models (`buffer::epoch`): `parking_lot::Mutex` normally,
 // under `cfg(loom)` loom's mutex behind the same interface (`lock` returns the guard). A
 // `parking_lot` lock contended under loom would block the one OS thread loom runs on.

@@ -46,6 +46,7 @@ use record::{stamp, FRAME_HEADER};
 
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
+use crate::sync::prefetch_for_write;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -60,6 +61,8 @@ const WRITE_AHEAD_BYTES: usize = 1 << 20;
 /// A chunk buffer's capacity: what the writer takes at once, usually, with room to spare so
 /// that appends rarely reallocate (buffers are reused).
 const CHUNK_CAPACITY: usize = WRITE_AHEAD_BYTES + (WRITE_AHEAD_BYTES >> 2);
+/// Bytes past its end an append fetches into the cache for the next ones (a few records).
+const PREFETCH_AHEAD: usize = 512;
 /// Chunk buffers kept for reuse.
 const SPARE_CHUNKS: usize = 4;
 /// Log bytes appended but not yet taken by the writer beyond which writes wait in `admit`
@@ -595,6 +598,11 @@ impl Inner {
         };
         let result = write(&mut writer, self.redo_ptr.load(Ordering::Acquire));
         let added = chunk.bytes.len() - before;
+        // The next appends' lines, fetched now: stores to lines not in the cache made the
+        // mutex's release wait for them (a locked instruction drains the store buffer), ~4%
+        // of a YCSB A worker's time.
+        let ahead = chunk.bytes.spare_capacity_mut();
+        prefetch_for_write(&ahead[..ahead.len().min(PREFETCH_AHEAD)]);
         state.end += added as u64;
         state.file_offset += added as u64;
         state.pending_bytes += added;
