@@ -49,7 +49,8 @@ pub struct Stats {
     pub pessimistic_fallbacks: u64,
     /// Faults that waited for another thread's read of the same page.
     pub read_waits: u64,
-    /// Pages read ahead of range scans (part of `page_reads`).
+    /// Pages read ahead of range scans and for [`Tree::get_many`](crate::Tree::get_many) (part
+    /// of `page_reads`).
     pub prefetch_reads: u64,
     /// Leaves range scans brought in and put straight back into the cooling stage, so that
     /// large scans do not push the hot working set out.

@@ -45,6 +45,7 @@ mod catalog;
 mod checkpoint;
 mod db;
 mod error;
+mod get_many;
 mod io;
 mod key_count;
 mod open;

@@ -119,7 +119,9 @@ impl Options {
 
     /// Most leaves a range scan reads ahead once it runs through pages that are not in memory
     /// (default 32; 0 turns read-ahead off). A scan starts with 2 and doubles the distance
-    /// with every leaf it crosses, so short scans do not read pages they never use.
+    /// with every leaf it crosses, so short scans do not read pages they never use. The reads
+    /// are performed by as many I/O threads as this, at most 16, which also serve
+    /// [`Tree::get_many`](crate::Tree::get_many): with 0 its reads happen one at a time.
     pub fn scan_prefetch(mut self, leaves: usize) -> Self {
         self.scan_prefetch = leaves;
         self

@@ -53,6 +53,27 @@ fn check_range<P: Policy>(
     assert_eq!(visited, expected);
 }
 
+/// Looks up a few dozen keys at once (some absent, some twice, one longer than any key can
+/// be), most of them on pages the small pool has let go.
+fn check_get_many<P: Policy>(
+    tree: &leankv::ablations::Tree<P>,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut fastrand::Rng,
+) {
+    let mut keys: Vec<Vec<u8>> = (0..rng.usize(1..40)).map(|_| random_key(rng)).collect();
+    keys.push(keys[0].clone());
+    keys.push(vec![b'k'; 70_000]);
+    let expected: Vec<_> = keys.iter().map(|key| model.get(key).cloned()).collect();
+    assert_eq!(tree.get_many(&keys).unwrap(), expected);
+    let mut answered = vec![0; keys.len()];
+    tree.get_many_with(&keys, |index, value| {
+        answered[index] += 1;
+        assert_eq!(value, expected[index].as_deref());
+    })
+    .unwrap();
+    assert!(answered.iter().all(|&calls| calls == 1));
+}
+
 /// Removes a range of up to a few hundred key numbers (about 1% of the keys), with random
 /// inclusive and exclusive ends, sometimes open at one end within the keys of one number.
 fn remove_range<P: Policy>(
@@ -177,6 +198,7 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
                 10 if op % 50 == 1 => remove_range(&tree, &mut model, &mut rng),
                 _ if op % 20 == 0 => {
                     check_range(&tree, &model, &mut rng);
+                    check_get_many(&tree, &model, &mut rng);
                     assert_eq!(tree.len().unwrap(), model.len() as u64);
                     assert_eq!(tree.is_empty().unwrap(), model.is_empty());
                 }

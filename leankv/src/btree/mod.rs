@@ -32,6 +32,7 @@ mod descend;
 mod drop;
 mod insert;
 mod large;
+mod lookup_many;
 pub(crate) mod node;
 pub(crate) mod redo;
 mod remove;
@@ -47,8 +48,8 @@ pub(crate) use scan::{LeafBatch, ScanFrom};
 use crate::blob::BlobRef;
 use crate::buffer::policy::Policy;
 use crate::buffer::{
-    BlobChange, BufferManager, ChildCheck, FrameId, FrameState, FreeGap, PageCheck, PageKind, Swip,
-    SwipTarget,
+    BlobChange, BufferManager, ChildCheck, FrameId, FrameState, FreeGap, PageCheck, PageKind,
+    ReadAhead, Swip, SwipTarget,
 };
 use crate::error::{Error, Result};
 use crate::io::page::PageType;

@@ -69,6 +69,7 @@ use page_ids::PageIds;
 use parking_lot::Mutex;
 use policy::Policy;
 use pool::Pool;
+pub(crate) use prefetch::ReadAhead;
 use prefetch::{Prefetcher, MAX_PREFETCH_THREADS};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

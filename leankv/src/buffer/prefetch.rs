@@ -1,10 +1,13 @@
-//! Read-ahead for scans (paper §IV-I, "I/O prefetching"): a small pool of I/O threads that
-//! perform reads registered in the in-flight table by [`BufferManager::prefetch`], so that
-//! the scanning thread keeps working while the next leaves arrive. A job is a run of
+//! Read-ahead for scans (paper §IV-I, "I/O prefetching") and for lookups of many keys: a small
+//! pool of I/O threads that perform reads registered in the in-flight table by
+//! [`BufferManager::prefetch`] (the next leaves of a scan) or [`BufferManager::read_ahead`]
+//! (the pages at which the descents of `Tree::get_many` stopped), so that the thread keeps
+//! working, or keeps many reads in flight, while the pages arrive. A job is a run of
 //! consecutive pages, read with one I/O (leaves of a tree loaded in key order mostly are).
 //!
-//! A prefetched page lands in the cooling stage exactly like a page read on demand; the scan
-//! that reaches it finds it there (or waits on its in-flight entry) instead of reading it. The
+//! A prefetched page lands in the cooling stage exactly like a page read on demand; the
+//! operation that reaches it finds it there (or waits on its in-flight entry) instead of
+//! reading it. The
 //! threads hold only weak references to the buffer manager. Every job is an in-flight entry
 //! other threads may wait on, so each is completed, or at least finished, before its thread
 //! lets go of it: none is dropped while queued.
@@ -116,6 +119,31 @@ const MAX_PREFETCH_RUN: usize = 32;
 /// Consecutive pages registered for one prefetch read, with their in-flight entries.
 pub(crate) type PrefetchRun = Vec<(u64, Arc<InFlightRead>)>;
 
+/// A page a descent stopped at because it is not in memory: the child `page_id` at swip
+/// `offset` of the node in `parent`, which showed `version` (see
+/// [`BufferManager::read_ahead`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadAhead {
+    pub(crate) parent: FrameId,
+    pub(crate) version: u64,
+    pub(crate) offset: usize,
+    pub(crate) page_id: u64,
+}
+
+/// Adds the registered read of `page_id` to the last run if it continues it, else starts a
+/// new run.
+fn add_to_runs(runs: &mut Vec<PrefetchRun>, page_id: u64, read: Arc<InFlightRead>) {
+    match runs.last_mut() {
+        Some(run)
+            if run.len() < MAX_PREFETCH_RUN
+                && run.last().is_some_and(|&(last, _)| last + 1 == page_id) =>
+        {
+            run.push((page_id, read))
+        }
+        _ => runs.push(vec![(page_id, read)]),
+    }
+}
+
 impl<P: Policy> BufferManager<P> {
     /// Most leaves a scan should request ahead (0 when prefetching is off).
     pub(crate) fn prefetch_depth(&self) -> usize {
@@ -140,32 +168,11 @@ impl<P: Policy> BufferManager<P> {
         if header.state() != FrameState::Hot {
             return;
         }
-        let mut missing = Vec::with_capacity(children.len());
-        for &(offset, page_id) in children {
-            // A page id read from a page: one beyond the file is left for the scan to meet
-            // (as corruption), not read ahead.
-            if !self.page_ids.lock().is_allocated(page_id) {
-                continue;
-            }
-            let unswizzled = self
-                .page(parent)
-                .swip(offset)
-                .is_some_and(|swip| swip.word() == Swip::unswizzled_word(page_id));
-            if !unswizzled {
-                continue;
-            }
-            let shard = (!P::SWIZZLING).then(|| self.translation.shard(page_id));
-            if shard
-                .as_ref()
-                .is_some_and(|shard| shard.contains_key(&page_id))
-            {
-                continue;
-            }
-            let stage = self.cooling.lock();
-            if !stage.is_resident(page_id) && stage.in_flight(page_id).is_none() {
-                missing.push(page_id);
-            }
-        }
+        let missing: Vec<u64> = children
+            .iter()
+            .filter(|&&(offset, page_id)| self.absent_child(parent, offset, page_id))
+            .map(|&(_, page_id)| page_id)
+            .collect();
         // Wait until half the window is used up, so that requests come in runs of
         // consecutive pages that one read can serve, not one page per leaf.
         if missing.is_empty() || missing.len() * 2 < children.len() {
@@ -180,22 +187,75 @@ impl<P: Policy> BufferManager<P> {
                 if stage.is_resident(page_id) || stage.in_flight(page_id).is_some() {
                     continue;
                 }
-                let read = stage.start_read(page_id);
-                match runs.last_mut() {
-                    Some(run)
-                        if run.len() < MAX_PREFETCH_RUN
-                            && run.last().is_some_and(|&(last, _)| last + 1 == page_id) =>
-                    {
-                        run.push((page_id, read))
-                    }
-                    _ => runs.push(vec![(page_id, read)]),
-                }
+                add_to_runs(&mut runs, page_id, stage.start_read(page_id));
             }
         }
         drop(shared);
+        self.submit_runs(runs);
+    }
+
+    /// Starts asynchronous reads of the pages descents stopped at (see [`ReadAhead`]), each
+    /// only if its parent still shows the version the descent saw, latched shared (then the
+    /// swip is the one the descent read, and unswizzled: the page is not hot), and the page is
+    /// neither cooling nor being read. Outside any epoch. Best effort: a parent that changed
+    /// or is latched exclusively is skipped, and the lookup that follows reads that page.
+    pub(crate) fn read_ahead(&self, targets: &mut [ReadAhead]) {
+        targets.sort_unstable_by_key(|target| target.page_id);
+        let mut runs: Vec<PrefetchRun> = Vec::new();
+        for target in targets.iter() {
+            let header = self.frame(target.parent);
+            let Some(_shared) = header.latch.try_lock_shared() else {
+                continue;
+            };
+            if header.latch.validate(target.version).is_err()
+                || header.state() != FrameState::Hot
+                || !self.absent_child(target.parent, target.offset, target.page_id)
+            {
+                continue;
+            }
+            let mut stage = self.cooling.lock();
+            if stage.is_resident(target.page_id) || stage.in_flight(target.page_id).is_some() {
+                continue;
+            }
+            add_to_runs(&mut runs, target.page_id, stage.start_read(target.page_id));
+        }
+        self.submit_runs(runs);
+    }
+
+    /// Whether the child `page_id` at swip `offset` of `parent` (latched, at least shared)
+    /// is still unswizzled there, allocated, and neither in memory nor being read.
+    fn absent_child(&self, parent: FrameId, offset: usize, page_id: u64) -> bool {
+        // A page id read from a page: one beyond the file is left for the operation to
+        // meet (as corruption), not read ahead.
+        if !self.page_ids.lock().is_allocated(page_id) {
+            return false;
+        }
+        let unswizzled = self
+            .page(parent)
+            .swip(offset)
+            .is_some_and(|swip| swip.word() == Swip::unswizzled_word(page_id));
+        if !unswizzled {
+            return false;
+        }
+        let shard = (!P::SWIZZLING).then(|| self.translation.shard(page_id));
+        if shard
+            .as_ref()
+            .is_some_and(|shard| shard.contains_key(&page_id))
+        {
+            return false;
+        }
+        let stage = self.cooling.lock();
+        !stage.is_resident(page_id) && stage.in_flight(page_id).is_none()
+    }
+
+    /// Hands registered reads to the I/O threads, or, shut down meanwhile, completes them
+    /// here: a registered read must end.
+    fn submit_runs(&self, runs: Vec<PrefetchRun>) {
+        if runs.is_empty() {
+            return;
+        }
         match &*self.prefetcher.lock() {
             Some(prefetcher) => prefetcher.submit(runs),
-            // Shut down meanwhile: registered reads must still end.
             None => {
                 let mut buffer = AlignedBuf::new(0);
                 for run in runs {

@@ -1,0 +1,76 @@
+//! `Tree::get_many` and `Tree::get_many_with`: lookups of many keys whose reads overlap (see
+//! `btree/lookup_many.rs`), the fast path for random lookups beyond memory.
+
+use crate::buffer::policy::Policy;
+use crate::error::Result;
+use crate::tree::{with_lookup_buffer, Tree};
+
+impl<P: Policy> Tree<P> {
+    /// Looks up all of `keys` and calls `read(index, value)` once for each: `index` is the
+    /// key's position in `keys`, `value` its value (copied into a reused per-thread buffer,
+    /// never torn) or `None` if absent. Calls come in no particular order.
+    ///
+    /// Each answer is what [`get_with`](Self::get_with) would have returned at some moment
+    /// during the call; a key given twice may see two values if another thread writes it
+    /// meanwhile. The difference is speed beyond memory: the keys whose pages are not in
+    /// memory are all read together by the read-ahead threads (as many as
+    /// [`Options::scan_prefetch`](crate::Options::scan_prefetch) allows, at most 16), so the
+    /// device works on many reads at once instead of one. For keys in memory it costs what
+    /// `get_with` costs per key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let stock = db.open_tree("stock")?;
+    /// stock.insert("apple", 3u32.to_le_bytes())?;
+    /// stock.insert("pear", 5u32.to_le_bytes())?;
+    /// let mut total = 0;
+    /// stock.get_many_with(&["pear", "plum", "apple"], |index, value| {
+    ///     if let Some(bytes) = value {
+    ///         total += u32::from_le_bytes(bytes.try_into().unwrap());
+    ///     } else {
+    ///         assert_eq!(index, 1); // "plum" is absent
+    ///     }
+    /// })?;
+    /// assert_eq!(total, 8);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_many_with<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        read: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        let max_key_size = self.handle.db.max_key_size;
+        with_lookup_buffer(|buffer| {
+            self.handle.tree.lookup_many(
+                keys,
+                // A key longer than the limit cannot be present (as in `get`).
+                |key| key.len() > max_key_size,
+                buffer,
+                read,
+            )
+        })
+    }
+
+    /// The values of `keys`, in their order (`None` for each key absent): [`get`](Self::get)
+    /// for many keys at once, reading the pages that are not in memory together (see
+    /// [`get_many_with`](Self::get_many_with)).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = leankv::Db::open(dir.path(), leankv::Options::default())?;
+    /// let users = db.open_tree("users")?;
+    /// users.insert("ada", "lovelace")?;
+    /// users.insert("alan", "turing")?;
+    /// let values = users.get_many(&["alan", "grace", "ada"])?;
+    /// assert_eq!(values, [Some(b"turing".to_vec()), None, Some(b"lovelace".to_vec())]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut values = vec![None; keys.len()];
+        self.get_many_with(keys, |index, value| {
+            values[index] = value.map(<[u8]>::to_vec)
+        })?;
+        Ok(values)
+    }
+}
