@@ -41,6 +41,22 @@ pub trait Operations {
         value.clear();
         self.natural_read(table, key, &mut |found| value.extend_from_slice(found))
     }
+    /// Reads `keys` and hands each value found to `found(index, value)` (`index` is the
+    /// key's position in `keys`; any order); returns how many were found. By default one
+    /// natural read after another; engines with a read of many keys that overlaps their I/O
+    /// use it (leankv: `Tree::get_many_with`).
+    fn get_many(
+        &self,
+        table: Table,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize> {
+        let mut count = 0;
+        for (index, key) in keys.iter().enumerate() {
+            count += usize::from(self.natural_read(table, key, &mut |value| found(index, value))?);
+        }
+        Ok(count)
+    }
     /// Inserts or overwrites.
     fn put(&self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
     /// Inserts many pairs (the loader's path; engines with costly commits batch them).

@@ -217,6 +217,12 @@ struct YcsbArgs {
     /// value, LMDB, RocksDB and redb lend a slice).
     #[arg(long, value_enum, default_value_t = ReadPath::Copy)]
     reads: ReadPath,
+    /// Keys per read call: above 1, each read of the mix looks up this many keys with one
+    /// multi-key call (leankv: `Tree::get_many_with`, whose reads beyond memory overlap;
+    /// peers: one read after another). Counted as that many reads; latency is per call.
+    /// Needs `--reads copy`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    read_batch: u16,
     /// The order the load inserts records in: `index` (keys at random places, as YCSB's hashed
     /// keys; leaves about two-thirds full) or `key` (ascending, as a bulk load and vmcache's
     /// loader; full leaves). Loads are kept per order.
@@ -371,6 +377,9 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
     if args.run.threads.contains(&0) || args.cooling.iter().any(|c| !(0.0..1.0).contains(c)) {
         bail!("threads must be positive and cooling fractions in [0, 1)");
     }
+    if args.read_batch > 1 && args.reads != ReadPath::Copy {
+        bail!("--read-batch goes with --reads copy: batched reads copy their values");
+    }
     let suite = Suite {
         label: args.run.label.unwrap_or_else(|| default_label("ycsb")),
         engines: args.run.engines,
@@ -380,6 +389,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         distributions: args.distribution,
         mix: args.mix,
         reads: args.reads,
+        read_batch: usize::from(args.read_batch),
         duration: Duration::from_secs(args.duration),
         warmup: Duration::from_secs(args.warmup),
         pool: args.pool,
@@ -530,6 +540,7 @@ fn headline(
         distributions: vec![Distribution::Uniform],
         mix: Mix::preset('c').expect("preset c exists"),
         reads: ReadPath::Copy,
+        read_batch: 1,
         duration: Duration::from_secs(duration),
         warmup: Duration::from_secs(duration),
         pool: PoolSize::OfData(2.0),

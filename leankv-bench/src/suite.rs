@@ -33,6 +33,8 @@ pub struct Suite {
     pub mix: Mix,
     /// The call YCSB reads go through.
     pub reads: ReadPath,
+    /// Keys per read call (see [`RunSpec::read_batch`]).
+    pub read_batch: usize,
     #[serde(serialize_with = "harness::seconds")]
     pub duration: Duration,
     /// Unmeasured run before the measured ones when the data does not fit the pool.
@@ -77,6 +79,8 @@ pub struct YcsbRun {
     pub mix: String,
     /// The call reads went through (`copy` or `natural`).
     pub reads: ReadPath,
+    /// Keys per read call (1: one `get` per read; more: `get_many`).
+    pub read_batch: usize,
     pub duration_s: f64,
     pub ops: u64,
     pub ops_per_s: f64,
@@ -253,6 +257,7 @@ fn run_engine(
                 mix: suite.mix.clone(),
                 duration: suite.duration,
                 reads: suite.reads,
+                read_batch: suite.read_batch,
             };
             let measured = ycsb::run(engine.as_ref(), &spec, &next_insert)?;
             let run = YcsbRun {
@@ -270,6 +275,7 @@ fn run_engine(
                 theta: distribution.theta(),
                 mix: suite.mix.name.clone(),
                 reads: suite.reads,
+                read_batch: suite.read_batch,
                 duration_s: measured.elapsed.as_secs_f64(),
                 ops: measured.ops,
                 ops_per_s: measured.ops_per_second(),
@@ -341,6 +347,7 @@ fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -
             mix: suite.mix.clone(),
             duration: suite.warmup,
             reads: suite.reads,
+            read_batch: suite.read_batch,
         };
         ycsb::run(engine, &spec, &AtomicU64::new(u64::MAX / 2))?;
     }
@@ -483,6 +490,7 @@ mod tests {
             distributions: vec![Distribution::Uniform],
             mix: Mix::preset('c').unwrap(),
             reads: ReadPath::Copy,
+            read_batch: 1,
             duration: Duration::from_millis(200),
             warmup: Duration::from_millis(100),
             pool: PoolSize::OfData(2.0),

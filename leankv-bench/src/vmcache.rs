@@ -76,6 +76,11 @@ pub struct VmcacheArgs {
     /// leankv's write-ahead log (vmcache logs nothing).
     #[arg(long, value_enum, default_value_t = DurabilityLevel::Off)]
     durability: DurabilityLevel,
+    /// Keys per leankv lookup call: above 1, leankv's lookups go through `Tree::get_many_with`
+    /// that many at a time, its reads beyond memory overlapping (vmcache's driver looks up one
+    /// key at a time, synchronously).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    read_batch: u16,
     /// Label stored with the records (defaults to a time stamp).
     #[arg(long)]
     pub label: Option<String>,
@@ -360,6 +365,7 @@ fn run_leankv(
                 distributions: vec![Distribution::Uniform],
                 mix: Mix::preset('c').expect("YCSB C"),
                 reads: ReadPath::Copy,
+                read_batch: usize::from(args.read_batch),
                 duration: Duration::from_secs(args.duration),
                 warmup: Duration::from_secs(warmup),
                 pool,

@@ -72,6 +72,9 @@ pub struct RunSpec {
     pub duration: Duration,
     /// The call reads go through.
     pub reads: ReadPath,
+    /// Keys per read call: above 1, each read of the mix looks up this many keys with one
+    /// [`get_many`](crate::engine::Operations::get_many) call (counted as that many reads; its latency is the call's).
+    pub read_batch: usize,
 }
 
 /// The outcome of a run.
@@ -141,8 +144,9 @@ fn worker(
     let mut counts = [0u64; Op::ALL.len()];
     let mut value = vec![0u8; spec.value_size];
     let mut read_buffer = Vec::with_capacity(spec.value_size);
+    let mut batch_keys = Vec::with_capacity(spec.read_batch);
     let mut version = thread << 48;
-    let mut seen = 0;
+    let mut seen = 0u64;
     for n in 0.. {
         if n % CLOCK_INTERVAL == 0 && !clock.running() {
             break;
@@ -150,6 +154,19 @@ fn worker(
         let op = spec.mix.next(&mut rng);
         let started = (n % LATENCY_SAMPLE == 0).then(Instant::now);
         match op {
+            Op::Read if spec.read_batch > 1 => {
+                batch_keys.clear();
+                batch_keys.extend((0..spec.read_batch).map(|_| key(sampler.next(&mut rng))));
+                let keys: Vec<&[u8]> = batch_keys.iter().map(|key| &key[..]).collect();
+                let found = engine.get_many(TABLE, &keys, &mut |_, value| {
+                    let first = value.first().copied().unwrap_or(0);
+                    seen = seen.wrapping_add(value.len() as u64 + u64::from(first));
+                })?;
+                if found != keys.len() {
+                    bail!("{} records of a batch are missing", keys.len() - found);
+                }
+                counts[op as usize] += spec.read_batch as u64 - 1;
+            }
             Op::Read => {
                 let index = sampler.next(&mut rng);
                 if !read(engine, spec.reads, &key(index), &mut read_buffer, &mut seen)? {
@@ -253,6 +270,8 @@ mod tests {
                     mix: Mix::preset(letter).unwrap(),
                     duration: Duration::from_millis(100),
                     reads: ReadPath::Copy,
+                    // Reads in batches on every other mix.
+                    read_batch: if (letter as u8).is_multiple_of(2) { 4 } else { 1 },
                 };
                 let measured = run(engine.as_ref(), &spec, &next_insert).unwrap();
                 assert!(measured.ops > 0, "{letter}");
@@ -308,6 +327,25 @@ mod tests {
                 .natural_read(TABLE, &key(5_000), &mut |_| panic!("{kind:?} lent a value"))
                 .unwrap();
             assert!(!absent, "{kind:?}");
+            // Many keys at once: each found value handed over once, under its own index.
+            let indexes = [999, 5_000, 0, 517, 0];
+            let keys: Vec<[u8; 8]> = indexes.iter().map(|&index| key(index)).collect();
+            let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
+            let mut seen = vec![None; keys.len()];
+            let found = engine
+                .get_many(TABLE, &keys, &mut |position, value| {
+                    assert!(seen[position].replace(value.to_vec()).is_none(), "{kind:?}");
+                })
+                .unwrap();
+            assert_eq!(found, 4, "{kind:?}");
+            for (position, &index) in indexes.iter().enumerate() {
+                let expected = (index < 1_000).then(|| {
+                    let mut value = vec![0; 100];
+                    fill_value(&mut value, index, 0);
+                    value
+                });
+                assert_eq!(seen[position], expected, "{kind:?} {index}");
+            }
         }
     }
 
@@ -345,16 +383,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(EngineKind::Leankv, dir.path(), &setup()).unwrap();
         load(engine.as_ref(), 100, 10, LoadOrder::Index).unwrap();
-        let spec = RunSpec {
-            records: 200, // half of these were never loaded
-            value_size: 10,
-            threads: 1,
-            distribution: Distribution::Uniform,
-            mix: Mix::preset('c').unwrap(),
-            duration: Duration::from_secs(5),
-            reads: ReadPath::Natural,
-        };
-        let error = run(engine.as_ref(), &spec, &AtomicU64::new(200)).unwrap_err();
-        assert!(error.to_string().contains("missing"), "{error}");
+        for (reads, read_batch) in [(ReadPath::Natural, 1), (ReadPath::Copy, 8)] {
+            let spec = RunSpec {
+                records: 200, // half of these were never loaded
+                value_size: 10,
+                threads: 1,
+                distribution: Distribution::Uniform,
+                mix: Mix::preset('c').unwrap(),
+                duration: Duration::from_secs(5),
+                reads,
+                read_batch,
+            };
+            let error = run(engine.as_ref(), &spec, &AtomicU64::new(200)).unwrap_err();
+            assert!(error.to_string().contains("missing"), "{error}");
+        }
     }
 }

@@ -140,6 +140,22 @@ impl<P: Policy> Operations for LeanEngine<P> {
             .is_some())
     }
 
+    fn get_many(
+        &self,
+        table: Table,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize> {
+        let mut count = 0;
+        self.trees[table].get_many_with(keys, |index, value| {
+            if let Some(value) = value {
+                count += 1;
+                found(index, value);
+            }
+        })?;
+        Ok(count)
+    }
+
     fn natural_read(
         &self,
         table: Table,
