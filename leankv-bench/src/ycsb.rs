@@ -271,7 +271,11 @@ mod tests {
                     duration: Duration::from_millis(100),
                     reads: ReadPath::Copy,
                     // Reads in batches on every other mix.
-                    read_batch: if (letter as u8).is_multiple_of(2) { 4 } else { 1 },
+                    read_batch: if (letter as u8).is_multiple_of(2) {
+                        4
+                    } else {
+                        1
+                    },
                 };
                 let measured = run(engine.as_ref(), &spec, &next_insert).unwrap();
                 assert!(measured.ops > 0, "{letter}");

@@ -8,15 +8,17 @@ use crate::tree::{with_lookup_buffer, Tree};
 impl<P: Policy> Tree<P> {
     /// Looks up all of `keys` and calls `read(index, value)` once for each: `index` is the
     /// key's position in `keys`, `value` its value (copied into a reused per-thread buffer,
-    /// never torn) or `None` if absent. Calls come in no particular order.
+    /// never torn) or `None` if absent. Calls come in no particular order. If it returns an
+    /// error, `read` may have been called for some of the keys already.
     ///
     /// Each answer is what [`get_with`](Self::get_with) would have returned at some moment
     /// during the call; a key given twice may see two values if another thread writes it
-    /// meanwhile. The difference is speed beyond memory: the keys whose pages are not in
-    /// memory are all read together by the read-ahead threads (as many as
-    /// [`Options::scan_prefetch`](crate::Options::scan_prefetch) allows, at most 16), so the
-    /// device works on many reads at once instead of one. For keys in memory it costs what
-    /// `get_with` costs per key.
+    /// meanwhile. The difference is speed beyond memory: the pages of the keys not in memory
+    /// are read together by the read-ahead threads (see
+    /// [`Options::scan_prefetch`](crate::Options::scan_prefetch): up to that many pages at a
+    /// time, by at most 16 threads shared by all of the database's users), so the device works
+    /// on many reads at once instead of one. Large values are read one at a time. For keys in
+    /// memory it costs what `get_with` costs per key.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;

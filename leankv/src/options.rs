@@ -119,9 +119,11 @@ impl Options {
 
     /// Most leaves a range scan reads ahead once it runs through pages that are not in memory
     /// (default 32; 0 turns read-ahead off). A scan starts with 2 and doubles the distance
-    /// with every leaf it crosses, so short scans do not read pages they never use. The reads
-    /// are performed by as many I/O threads as this, at most 16, which also serve
-    /// [`Tree::get_many`](crate::Tree::get_many): with 0 its reads happen one at a time.
+    /// with every leaf it crosses, so short scans do not read pages they never use. Also the
+    /// most pages [`Tree::get_many`](crate::Tree::get_many) reads ahead at a time. Both are
+    /// capped at half the cooling stage (pages read ahead wait there), and the reads are
+    /// performed by as many I/O threads as the capped depth, at most 16; with 0, `get_many`
+    /// reads one page at a time as `get` does.
     pub fn scan_prefetch(mut self, leaves: usize) -> Self {
         self.scan_prefetch = leaves;
         self

@@ -1,11 +1,13 @@
 //! Looking up many keys at once so that their reads overlap: every key is first looked up as
 //! far as memory goes, the pages those lookups stopped at are handed to the read-ahead threads
-//! together, and then the keys that stopped are looked up again, waiting for those reads
-//! instead of issuing them one at a time. A worker thus keeps as many reads in flight as it
-//! has keys missing from memory, instead of one.
+//! together (up to the read-ahead depth at a time: pages read ahead wait in the cooling stage,
+//! and too many would evict each other before use), and then the keys that stopped are looked
+//! up again, waiting for those reads instead of issuing them one at a time. A worker thus
+//! keeps up to as many reads in flight as it has keys missing from memory, instead of one.
 //!
 //! The second lookup of a key goes all the way: if the page read ahead was an inner node, the
-//! pages below it are read on demand, so every key is answered after two passes at most.
+//! pages below it are read on demand, so every key is answered after two passes at most. A
+//! large value is read where the first pass finds it (its pages are never in the pool).
 
 use super::descend::copy_value;
 use super::*;
@@ -37,13 +39,13 @@ impl<P: Policy> BTree<P> {
                 }
             }
         }
-        if missing.is_empty() {
-            return Ok(());
-        }
-        self.bm.read_ahead(&mut targets);
-        for index in missing {
-            let present = self.lookup(keys[index].as_ref(), buffer)?;
-            found(index, present.then_some(&buffer[..]));
+        let depth = self.bm.prefetch_depth().max(1);
+        for (indexes, targets) in missing.chunks(depth).zip(targets.chunks_mut(depth)) {
+            self.bm.read_ahead(targets);
+            for &index in indexes {
+                let present = self.lookup(keys[index].as_ref(), buffer)?;
+                found(index, present.then_some(&buffer[..]));
+            }
         }
         Ok(())
     }
@@ -51,7 +53,7 @@ impl<P: Policy> BTree<P> {
     /// [`Self::lookup`] as far as memory goes: `Err` with the first page its descent meets
     /// that is not in memory (a leaf, or an inner node above it), with the parent and version
     /// it saw there. A large value is read whole (its pages are never in the pool).
-    fn lookup_in_memory(
+    pub(super) fn lookup_in_memory(
         &self,
         key: &[u8],
         buffer: &mut Vec<u8>,

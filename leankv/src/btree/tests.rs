@@ -3,18 +3,22 @@
 
 use super::*;
 use crate::buffer::policy::{HashTable, Lean, Lru, Traditional};
-use crate::buffer::BufferConfig;
+use crate::buffer::{BufferConfig, Counter};
 use crate::io::MemoryStorage;
 
 fn tree_with_small_pool<P: Policy>() -> BTree<P> {
+    tree_with::<P>(48, 0)
+}
+
+fn tree_with<P: Policy>(frames: u32, prefetch_depth: usize) -> BTree<P> {
     let config = BufferConfig {
         page_size: 4096,
-        frames: 48,
+        frames,
         cooling_fraction: 0.1,
         prefault: false,
         background_writer: false,
         pool_file: None,
-        prefetch_depth: 0,
+        prefetch_depth,
         generation: 1,
     };
     let bm = BufferManager::new(
@@ -167,4 +171,47 @@ fn pessimistic_splits_and_merges<P: Policy>() {
         tree.node(tree.root()).level() <= 1,
         "merges shrank the tree"
     );
+}
+
+/// Read-ahead registers a page only while its parent shows the version the lookup that
+/// stopped there saw: a target whose parent changed since is skipped (its page is read on
+/// demand), a current one is read by the read-ahead threads and then found by the lookup.
+#[test]
+fn read_ahead_skips_targets_whose_parent_changed() {
+    let tree = tree_with::<Lean>(96, 8);
+    for n in 0..3_000 {
+        tree.insert(&key(n), &[7; 200], 0).unwrap();
+    }
+    let mut buffer = Vec::new();
+    // A key on disk now (reading a page may unswizzle others: parents change).
+    let on_disk = || {
+        let mut buffer = Vec::new();
+        (0..3_000)
+            .find_map(
+                |n| match tree.lookup_in_memory(&key(n), &mut buffer).unwrap() {
+                    Ok(_) => None,
+                    Err(target) => Some((n, target)),
+                },
+            )
+            .expect("a key on disk")
+    };
+    let (stale_key, stale) = on_disk();
+    let read_ahead = || tree.bm.counters()[Counter::PrefetchReads as usize];
+    let before = read_ahead();
+    let changed = ReadAhead {
+        // The version a later exclusive latch of the parent leaves.
+        version: stale.version + (1 << 17),
+        ..stale
+    };
+    tree.bm.read_ahead(&mut [changed]);
+    assert!(tree.lookup(&key(stale_key), &mut buffer).unwrap());
+    assert_eq!(
+        read_ahead(),
+        before,
+        "a target whose parent changed was read ahead"
+    );
+    let (fresh_key, fresh) = on_disk();
+    tree.bm.read_ahead(&mut [fresh]);
+    assert!(tree.lookup(&key(fresh_key), &mut buffer).unwrap());
+    assert_eq!(read_ahead(), before + 1);
 }

@@ -197,9 +197,15 @@ impl<P: Policy> BufferManager<P> {
     /// Starts asynchronous reads of the pages descents stopped at (see [`ReadAhead`]), each
     /// only if its parent still shows the version the descent saw, latched shared (then the
     /// swip is the one the descent read, and unswizzled: the page is not hot), and the page is
-    /// neither cooling nor being read. Outside any epoch. Best effort: a parent that changed
-    /// or is latched exclusively is skipped, and the lookup that follows reads that page.
+    /// neither cooling nor being read. Outside any epoch; at most [`Self::prefetch_depth`]
+    /// targets at a time (more would evict each other from the cooling stage before they are
+    /// used). Best effort: a parent that changed or is latched exclusively is skipped, and
+    /// without read-ahead threads nothing is read: the lookups that follow read those pages.
     pub(crate) fn read_ahead(&self, targets: &mut [ReadAhead]) {
+        debug_assert!(targets.len() <= self.prefetch_depth.max(1));
+        if self.prefetch_depth == 0 || self.closed.load(Ordering::Relaxed) {
+            return;
+        }
         targets.sort_unstable_by_key(|target| target.page_id);
         let mut runs: Vec<PrefetchRun> = Vec::new();
         for target in targets.iter() {
@@ -254,14 +260,14 @@ impl<P: Policy> BufferManager<P> {
         if runs.is_empty() {
             return;
         }
-        match &*self.prefetcher.lock() {
-            Some(prefetcher) => prefetcher.submit(runs),
-            None => {
-                let mut buffer = AlignedBuf::new(0);
-                for run in runs {
-                    self.complete_prefetch(&run, &mut buffer);
-                }
-            }
+        let runs = match &*self.prefetcher.lock() {
+            Some(prefetcher) => return prefetcher.submit(runs),
+            None => runs,
+        };
+        // Outside the prefetcher's mutex: these reads may take a while.
+        let mut buffer = AlignedBuf::new(0);
+        for run in runs {
+            self.complete_prefetch(&run, &mut buffer);
         }
     }
 
