@@ -7,7 +7,7 @@ use crate::iter::{Mode, RangeIter};
 use crate::DropDetached;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use std::ops::Bound as Edge;
 
 /// A named, ordered map of ``bytes`` keys to ``bytes`` values in a :class:`Db`, from
@@ -125,6 +125,27 @@ impl Tree {
             Some(value) => Ok(PyBytes::new(py, &value).into_any()),
             None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
         }
+    }
+
+    /// The values of ``keys`` (any iterable of keys), as a list in their order, ``None`` for
+    /// each key absent. Beyond memory much faster than one ``get`` after another: the pages
+    /// not in memory are read together.
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let keys = keys
+            .try_iter()?
+            .map(|key| Ok(extract(&key?, "key")?.into_owned()))
+            .collect::<PyResult<Vec<Vec<u8>>>>()?;
+        let values = self.run(py, |tree| tree.get_many(&keys))?;
+        PyList::new(
+            py,
+            values
+                .iter()
+                .map(|value| value.as_deref().map(|value| PyBytes::new(py, value))),
+        )
     }
 
     /// Sets ``key`` to ``value``, like ``tree[key] = value``.

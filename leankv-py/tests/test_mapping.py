@@ -42,6 +42,11 @@ def test_contains_len_get(tree):
     assert tree.get(b"nope", default=7) == 7
     del tree[b"000"]
     assert len(tree) == 99
+    keys = [b"042", b"nope", bytearray(b"007"), b"000", memoryview(b"042")]
+    assert tree.get_many(keys) == [b"x" * 42, None, b"x" * 7, None, b"x" * 42]
+    assert tree.get_many(iter([])) == []
+    with pytest.raises(TypeError):
+        tree.get_many([b"042", "not bytes"])
 
 
 def test_insert_and_remove_methods(tree):

@@ -4,7 +4,19 @@ import os
 import pathlib
 import sys
 from types import TracebackType
-from typing import Any, Iterator, Literal, Optional, Tuple, TypeVar, Union, final, overload
+from typing import (
+    Any,
+    Iterable,
+    Iterator,
+    List,
+    Literal,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+    final,
+    overload,
+)
 
 if sys.version_info >= (3, 12):
     from collections.abc import Buffer as _Buffer
@@ -133,6 +145,9 @@ class Tree:
     def get(self, key: _BytesLike) -> Optional[bytes]: ...
     @overload
     def get(self, key: _BytesLike, default: _T) -> Union[bytes, _T]: ...
+    def get_many(self, keys: Iterable[_BytesLike]) -> List[Optional[bytes]]:
+        """The values of ``keys`` in their order, ``None`` for each key absent; the pages not
+        in memory are read together."""
     def insert(self, key: _BytesLike, value: _BytesLike) -> None:
         """``tree[key] = value``."""
     def remove(self, key: _BytesLike) -> bool:
