@@ -73,7 +73,8 @@ pub struct RunSpec {
     /// The call reads go through.
     pub reads: ReadPath,
     /// Keys per read call: above 1, each read of the mix looks up this many keys with one
-    /// [`get_many`](crate::engine::Operations::get_many) call (counted as that many reads; its latency is the call's).
+    /// [`get_many`](crate::engine::Operations::get_many) call (counted as that many reads;
+    /// its latency is the call's).
     pub read_batch: usize,
 }
 
@@ -158,10 +159,8 @@ fn worker(
                 batch_keys.clear();
                 batch_keys.extend((0..spec.read_batch).map(|_| key(sampler.next(&mut rng))));
                 let keys: Vec<&[u8]> = batch_keys.iter().map(|key| &key[..]).collect();
-                let found = engine.get_many(TABLE, &keys, &mut |_, value| {
-                    let first = value.first().copied().unwrap_or(0);
-                    seen = seen.wrapping_add(value.len() as u64 + u64::from(first));
-                })?;
+                let found =
+                    engine.get_many(TABLE, &keys, &mut |_, value| fold(&mut seen, value))?;
                 if found != keys.len() {
                     bail!("{} records of a batch are missing", keys.len() - found);
                 }
@@ -217,20 +216,22 @@ fn read(
     buffer: &mut Vec<u8>,
     seen: &mut u64,
 ) -> Result<bool> {
-    let mut fold = |value: &[u8]| {
-        let first = value.first().copied().unwrap_or(0);
-        *seen = seen.wrapping_add(value.len() as u64 + u64::from(first));
-    };
     match path {
         ReadPath::Copy => {
             let found = engine.get(TABLE, key, buffer)?;
             if found {
-                fold(buffer);
+                fold(seen, buffer);
             }
             Ok(found)
         }
-        ReadPath::Natural => engine.natural_read(TABLE, key, &mut fold),
+        ReadPath::Natural => engine.natural_read(TABLE, key, &mut |value| fold(seen, value)),
     }
+}
+
+/// Folds a value read into `seen`, so that the reads cannot be optimized away.
+fn fold(seen: &mut u64, value: &[u8]) {
+    let first = value.first().copied().unwrap_or(0);
+    *seen = seen.wrapping_add(value.len() as u64 + u64::from(first));
 }
 
 #[cfg(test)]

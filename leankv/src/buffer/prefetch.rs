@@ -7,10 +7,9 @@
 //!
 //! A prefetched page lands in the cooling stage exactly like a page read on demand; the
 //! operation that reaches it finds it there (or waits on its in-flight entry) instead of
-//! reading it. The
-//! threads hold only weak references to the buffer manager. Every job is an in-flight entry
-//! other threads may wait on, so each is completed, or at least finished, before its thread
-//! lets go of it: none is dropped while queued.
+//! reading it. The threads hold only weak references to the buffer manager. Every job is an
+//! in-flight entry other threads may wait on, so each is completed, or at least finished,
+//! before its thread lets go of it: none is dropped while queued.
 
 use super::policy::Policy;
 use super::*;
@@ -170,7 +169,12 @@ impl<P: Policy> BufferManager<P> {
         }
         let missing: Vec<u64> = children
             .iter()
-            .filter(|&&(offset, page_id)| self.absent_child(parent, offset, page_id))
+            .filter(|&&(offset, page_id)| {
+                self.unswizzled_child(parent, offset, page_id) && {
+                    let stage = self.cooling.lock();
+                    !stage.is_resident(page_id) && stage.in_flight(page_id).is_none()
+                }
+            })
             .map(|&(_, page_id)| page_id)
             .collect();
         // Wait until half the window is used up, so that requests come in runs of
@@ -203,7 +207,7 @@ impl<P: Policy> BufferManager<P> {
     /// without read-ahead threads nothing is read: the lookups that follow read those pages.
     pub(crate) fn read_ahead(&self, targets: &mut [ReadAhead]) {
         debug_assert!(targets.len() <= self.prefetch_depth.max(1));
-        if self.prefetch_depth == 0 || self.closed.load(Ordering::Relaxed) {
+        if self.prefetch_depth == 0 || self.check_open().is_err() {
             return;
         }
         targets.sort_unstable_by_key(|target| target.page_id);
@@ -215,7 +219,7 @@ impl<P: Policy> BufferManager<P> {
             };
             if header.latch.validate(target.version).is_err()
                 || header.state() != FrameState::Hot
-                || !self.absent_child(target.parent, target.offset, target.page_id)
+                || !self.unswizzled_child(target.parent, target.offset, target.page_id)
             {
                 continue;
             }
@@ -229,8 +233,9 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Whether the child `page_id` at swip `offset` of `parent` (latched, at least shared)
-    /// is still unswizzled there, allocated, and neither in memory nor being read.
-    fn absent_child(&self, parent: FrameId, offset: usize, page_id: u64) -> bool {
+    /// is allocated and still unswizzled there (not hot); whether it is cooling or being read
+    /// the caller asks the cooling stage, under the lock it registers the read with.
+    fn unswizzled_child(&self, parent: FrameId, offset: usize, page_id: u64) -> bool {
         // A page id read from a page: one beyond the file is left for the operation to
         // meet (as corruption), not read ahead.
         if !self.page_ids.lock().is_allocated(page_id) {
@@ -244,14 +249,9 @@ impl<P: Policy> BufferManager<P> {
             return false;
         }
         let shard = (!P::SWIZZLING).then(|| self.translation.shard(page_id));
-        if shard
+        !shard
             .as_ref()
             .is_some_and(|shard| shard.contains_key(&page_id))
-        {
-            return false;
-        }
-        let stage = self.cooling.lock();
-        !stage.is_resident(page_id) && stage.in_flight(page_id).is_none()
     }
 
     /// Hands registered reads to the I/O threads, or, shut down meanwhile, completes them
