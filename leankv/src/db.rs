@@ -233,12 +233,14 @@ impl<P: Policy> Db<P> {
     /// Opens the database in `dir`, its pages in the page file there.
     fn open_in(dir: &Path, options: Options) -> Result<Db<P>> {
         let lock = lock_directory(dir)?;
-        let open = |name: &str, what: &'static str| {
-            FileStorage::open(&dir.join(name), options.direct_io)
-                .map(|file| Arc::new(file) as Arc<dyn Storage>)
+        let shared = |file: std::io::Result<FileStorage>, what: &'static str| {
+            file.map(|file| Arc::new(file) as Arc<dyn Storage>)
                 .map_err(|e| Error::io(what, e))
         };
-        let pages = open(PAGE_FILE, "opening the page file")?;
+        let pages = shared(
+            FileStorage::open(&dir.join(PAGE_FILE), options.direct_io),
+            "opening the page file",
+        )?;
         let new = pages
             .is_empty()
             .map_err(|e| Error::io("reading the page file size", e))?;
@@ -253,10 +255,11 @@ impl<P: Policy> Db<P> {
                 }
             }
         }
-        let logs = [
-            open(LOG_FILES[0], "opening the log")?,
-            open(LOG_FILES[1], "opening the log")?,
-        ];
+        let log = |name: &str| {
+            let file = FileStorage::open_sequential(&dir.join(name), options.direct_io);
+            shared(file, "opening the log")
+        };
+        let logs = [log(LOG_FILES[0])?, log(LOG_FILES[1])?];
         Self::open_locked(dir, lock, options, Files { pages, logs })
     }
 

@@ -234,6 +234,18 @@ impl<P: Policy> DbShared<P> {
             log.shut_down()?;
         }
         self.write_superblock(false, None)?;
+        // The blocks the page file allocated ahead of new pages (see `FileStorage::open`) are
+        // released: a closed database's file holds its pages, no more.
+        let page_count = self.bm.with_page_allocation(|page_count, _| page_count);
+        self.bm
+            .storage()
+            .shrink_to(page_count * self.bm.page_size() as u64)
+            .map_err(|e| {
+                Error::io(
+                    "shrinking the page file (the database itself closed cleanly)",
+                    e,
+                )
+            })?;
         // Most of the log's disk use ends with it (a clean open starts a fresh log). Shrunk
         // before the directory lock goes, so that no other open has begun writing to it.
         let shrunk = self.bm.log().map_or(Ok(()), |log| log.shrink_files());

@@ -104,7 +104,9 @@ pub(crate) fn ensure_loaded(config: &Config, kind: EngineKind) -> Result<PathBuf
     Ok(path)
 }
 
-/// Copies the files of `from` (recursively, without the load marker) into `to`.
+/// Copies the files of `from` (recursively, without the load marker) into `to`, synced: a run
+/// must not start while the copy is still being written back (the device busy with it, and on
+/// ext4 direct writes past the part on disk count as extending the file, taking its lock).
 pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -114,6 +116,7 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
             copy_dir(&entry.path(), &target)?;
         } else if entry.file_name() != ".loaded" {
             std::fs::copy(entry.path(), &target)
+                .and_then(|_| std::fs::File::open(&target)?.sync_all())
                 .with_context(|| format!("copying {}", entry.path().display()))?;
         }
     }

@@ -83,8 +83,14 @@ impl std::fmt::Display for IoMode {
     }
 }
 
-/// A zeroed byte buffer whose start is aligned to [`IO_ALIGNMENT`], built from safe code by
-/// over-allocating and slicing.
+/// Alignment of the start of an [`AlignedBuf`] in memory: a file-system block, more than
+/// direct I/O needs ([`IO_ALIGNMENT`]). ext4 counts a direct write from a buffer that is not
+/// block-aligned as unaligned, and writes one into preallocated blocks with the inode's lock
+/// held exclusively, after waiting for every direct I/O of the file (reads included).
+const BUFFER_ALIGNMENT: usize = 4096;
+
+/// A zeroed byte buffer whose start is aligned to [`BUFFER_ALIGNMENT`] (so also to
+/// [`IO_ALIGNMENT`]), built from safe code by over-allocating and slicing.
 pub(crate) struct AlignedBuf {
     bytes: Vec<u8>,
     start: usize,
@@ -93,9 +99,9 @@ pub(crate) struct AlignedBuf {
 
 impl AlignedBuf {
     pub(crate) fn new(len: usize) -> Self {
-        let bytes = vec![0u8; len + IO_ALIGNMENT];
-        let misalignment = bytes.as_ptr() as usize % IO_ALIGNMENT;
-        let start = (IO_ALIGNMENT - misalignment) % IO_ALIGNMENT;
+        let bytes = vec![0u8; len + BUFFER_ALIGNMENT];
+        let misalignment = bytes.as_ptr() as usize % BUFFER_ALIGNMENT;
+        let start = (BUFFER_ALIGNMENT - misalignment) % BUFFER_ALIGNMENT;
         AlignedBuf { bytes, start, len }
     }
 }
@@ -121,7 +127,7 @@ mod tests {
     fn aligned_buf_is_aligned_and_zeroed() {
         for len in [512, 4096, 16384] {
             let buf = AlignedBuf::new(len);
-            assert_eq!(buf.as_ptr() as usize % IO_ALIGNMENT, 0);
+            assert_eq!(buf.as_ptr() as usize % BUFFER_ALIGNMENT, 0);
             assert_eq!(buf.len(), len);
             assert!(buf.iter().all(|&b| b == 0));
         }
