@@ -4,7 +4,8 @@
 //! [`FileStorage::open`]): on ext4 a direct write that extends the file or fills a hole takes
 //! the inode's lock exclusively for the whole I/O (block allocation, a journal update), and
 //! every read of the file waits behind it. TPC-C beyond memory writes new pages all the time,
-//! in no particular order.
+//! in no particular order. Writes into blocks allocated ahead stay shared only from buffers
+//! aligned to a block, as `AlignedBuf`s are.
 //!
 //! Invariant: a read or write either transfers the whole buffer or reports an error (a short
 //! transfer is an error, never silently accepted); `sync` makes every completed write durable.
