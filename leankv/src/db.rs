@@ -233,11 +233,11 @@ impl<P: Policy> Db<P> {
     /// Opens the database in `dir`, its pages in the page file there.
     fn open_in(dir: &Path, options: Options) -> Result<Db<P>> {
         let lock = lock_directory(dir)?;
-        let shared = |file: std::io::Result<FileStorage>, what: &'static str| {
+        let as_storage = |file: std::io::Result<FileStorage>, what: &'static str| {
             file.map(|file| Arc::new(file) as Arc<dyn Storage>)
                 .map_err(|e| Error::io(what, e))
         };
-        let pages = shared(
+        let pages = as_storage(
             FileStorage::open(&dir.join(PAGE_FILE), options.direct_io),
             "opening the page file",
         )?;
@@ -257,7 +257,7 @@ impl<P: Policy> Db<P> {
         }
         let log = |name: &str| {
             let file = FileStorage::open_sequential(&dir.join(name), options.direct_io);
-            shared(file, "opening the log")
+            as_storage(file, "opening the log")
         };
         let logs = [log(LOG_FILES[0])?, log(LOG_FILES[1])?];
         Self::open_locked(dir, lock, options, Files { pages, logs })

@@ -364,7 +364,13 @@ fn the_engine_reopens_on_what_a_closed_database_left_behind() {
     for seed in [0, 1, 2, 3, 99] {
         let recovered = sim.recover(seed);
         assert_eq!(recovered.report().writes_dropped, 0);
-        let db = Db::open_with_storage(dir.path(), options(), recovered.storage("pages")).unwrap();
+        let pages = recovered.storage("pages");
+        if seed == 99 {
+            // As a crash between the clean superblock and the close's shrink leaves the page
+            // file: longer than its pages (blocks a real page file allocated ahead).
+            pages.extend_to(pages.len().unwrap() + (1 << 20)).unwrap();
+        }
+        let db = Db::open_with_storage(dir.path(), options(), pages).unwrap();
         let tree = db.open_tree("t").unwrap();
         for n in (0..KEYS).step_by(7).chain([KEYS - 1]) {
             assert_eq!(

@@ -3,8 +3,9 @@
 //!
 //! Invariants: a read is registered only under the parent's latch (exclusive here, shared for
 //! read-ahead) with the swip still unswizzled, so no page gets two frames; one read per page
-//! at a time, the others wait on it; no I/O inside an epoch or under a latch; an image enters the pool only after its checksum,
-//! its structure and (when it becomes hot) its place under its parent were checked.
+//! at a time, the others wait on it; no I/O inside an epoch or under a latch; an image enters
+//! the pool only after its checksum, its structure and (when it becomes hot) its place under
+//! its parent were checked.
 
 use super::policy::Policy;
 use super::translation::TranslationShard;

@@ -29,10 +29,16 @@ const MAX_GROWTH: u64 = 64 << 20;
 pub struct FileStorage {
     file: File,
     mode: IoMode,
-    /// Growing ahead of writes (see `allocate_ahead`): the end up to which the file's blocks
-    /// are allocated, as far as this handle knows (`u64::MAX`: the file system cannot
-    /// allocate ahead, so writes grow the file themselves).
-    allocated: Option<AtomicU64>,
+    /// A page file's allocation ahead of its writes; `None` for a file written front to back.
+    ahead: Option<Ahead>,
+}
+
+/// How far a page file's blocks are allocated (see `FileStorage::allocate_ahead`).
+struct Ahead {
+    /// The end up to which the file's blocks are allocated, as far as this handle knows
+    /// (`u64::MAX`: the file system cannot allocate ahead, so writes grow the file themselves).
+    allocated: AtomicU64,
+    /// Held while allocating, so that concurrent writes past the end allocate once.
     growing: Mutex<()>,
 }
 
@@ -43,7 +49,10 @@ impl FileStorage {
     /// zeros and nothing reads them.
     pub fn open(path: &Path, direct_io: bool) -> Result<Self> {
         let mut storage = Self::open_preferring(path, direct_io.then_some(libc::O_DIRECT))?;
-        storage.allocated = Some(AtomicU64::new(storage.len()?));
+        storage.ahead = Some(Ahead {
+            allocated: AtomicU64::new(storage.len()?),
+            growing: Mutex::new(()),
+        });
         Ok(storage)
     }
 
@@ -58,8 +67,7 @@ impl FileStorage {
         let open = |file, mode| FileStorage {
             file,
             mode,
-            allocated: None,
-            growing: Mutex::new(()),
+            ahead: None,
         };
         if let Some(flags) = direct_flags {
             match Self::open_with(path, flags) {
@@ -85,8 +93,9 @@ impl FileStorage {
     /// Allocates the file's blocks up to past `end` before a write there, unless they are
     /// (see the module notes). A failure to allocate ahead is left to the write itself: it
     /// needs less space and reports what it meets.
-    fn allocate_ahead(&self, allocated: &AtomicU64, end: u64) {
-        let _growing = self.growing.lock();
+    fn allocate_ahead(&self, ahead: &Ahead, end: u64) {
+        let _growing = ahead.growing.lock();
+        let allocated = &ahead.allocated;
         let start = allocated.load(Ordering::Acquire);
         if end <= start {
             return;
@@ -128,10 +137,10 @@ impl Storage for FileStorage {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        if let Some(allocated) = &self.allocated {
+        if let Some(ahead) = &self.ahead {
             let end = offset.saturating_add(buf.len() as u64);
-            if end > allocated.load(Ordering::Acquire) {
-                self.allocate_ahead(allocated, end);
+            if end > ahead.allocated.load(Ordering::Acquire) {
+                self.allocate_ahead(ahead, end);
             }
         }
         self.file.write_all_at(buf, offset)
@@ -145,8 +154,8 @@ impl Storage for FileStorage {
         // existing bytes.
         match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len) {
             Ok(()) => {
-                if let Some(allocated) = &self.allocated {
-                    allocated.fetch_max(len, Ordering::AcqRel);
+                if let Some(ahead) = &self.ahead {
+                    ahead.allocated.fetch_max(len, Ordering::AcqRel);
                 }
                 return Ok(());
             }
@@ -167,8 +176,8 @@ impl Storage for FileStorage {
 
     fn shrink_to(&self, len: u64) -> Result<()> {
         if self.len()? > len {
-            if let Some(allocated) = &self.allocated {
-                allocated.fetch_min(len, Ordering::AcqRel);
+            if let Some(ahead) = &self.ahead {
+                ahead.allocated.fetch_min(len, Ordering::AcqRel);
             }
             self.file.set_len(len)?;
         }
