@@ -137,6 +137,39 @@ fn writes_wait_while_the_writer_falls_behind() {
     log.shut_down().unwrap();
 }
 
+#[test]
+fn chunks_are_sealed_at_the_write_ahead_size_instead_of_growing_while_the_writer_lags() {
+    let gated = Arc::new(Gated::default());
+    let files: [Arc<dyn Storage>; 2] = [gated.clone(), Arc::new(MemoryStorage::new())];
+    let log = new_log(files.clone(), 1 << 40);
+    let _unblock = OpenOnDrop(&gated);
+    let start = log.begin_checkpoint(1, &[], Vec::new);
+    // The writer is stuck in its first write; 6 MiB of small records pile up meanwhile.
+    let mut commits = 0;
+    while log.end() < start.lsn + 6 * WRITE_AHEAD_BYTES as u64 {
+        commits += 1;
+        log.append(|writer, _| writer.commit(commits));
+    }
+    {
+        let state = log.inner.state.lock();
+        let chunks: Vec<&Chunk> = state.sealed.iter().chain(state.open.as_ref()).collect();
+        assert!(chunks.len() >= 3, "{} chunks", chunks.len());
+        for chunk in &chunks {
+            // Allocated once: never reallocated (and copied) under the mutex.
+            assert!(chunk.bytes.capacity() <= CHUNK_CAPACITY);
+        }
+        for pair in chunks.windows(2) {
+            let records = pair[0].records().len() as u64;
+            assert!(records >= WRITE_AHEAD_BYTES as u64);
+            assert_eq!(pair[0].offset + records, pair[1].offset);
+            assert_eq!(pair[0].start_lsn + records, pair[1].start_lsn);
+        }
+    }
+    gated.open();
+    log.shut_down().unwrap();
+    assert_eq!(commits_in(&files, start), (1..=commits).collect::<Vec<_>>());
+}
+
 /// A memory storage whose writes pass `check` first (and which reports `mode`).
 struct CheckedWrites {
     inner: MemoryStorage,
