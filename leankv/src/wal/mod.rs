@@ -566,11 +566,11 @@ impl Inner {
         state: &mut State,
         write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R,
     ) -> R {
-        // A new chunk for a new file, and once the open one holds what the writer takes at
-        // once: a chunk grown past its capacity was reallocated under this mutex, its
-        // megabytes copied into fresh memory (page faults) while the other appenders parked
-        // (YCSB A with the log, 2 threads: nearly all of a worker's page faults, whenever the
-        // writer fell behind).
+        // A new chunk for a new file, and once the open one holds the write-ahead amount
+        // (what wakes the writer): a chunk grown past its capacity was reallocated under this
+        // mutex, its megabytes copied into fresh memory (page faults) while the other
+        // appenders parked (YCSB A with the log, 2 threads: nearly all of a worker's page
+        // faults, whenever the writer fell behind).
         if state
             .open
             .as_ref()
