@@ -232,6 +232,13 @@ impl<P: Policy> BufferManager<P> {
         self.submit_runs(runs);
     }
 
+    /// Whether `page_id` is in the cooling stage or being read: read-ahead skips it.
+    #[cfg(test)]
+    pub(crate) fn cooling_or_in_flight(&self, page_id: u64) -> bool {
+        let stage = self.cooling.lock();
+        stage.is_resident(page_id) || stage.in_flight(page_id).is_some()
+    }
+
     /// Whether the child `page_id` at swip `offset` of `parent` (latched, at least shared)
     /// is allocated and still unswizzled there (not hot); whether it is cooling or being read
     /// the caller asks the cooling stage, under the lock it registers the read with.
