@@ -320,7 +320,7 @@ pub(crate) fn remove_range<P: Policy>(
     // A drop that ran between the check above and the start record: the removal ends at once
     // (recovery ignores a removal that starts on a dropped tree anyway).
     if tree.is_dropped() {
-        log.append(|writer, _| _ = writer.commit(removal.removal));
+        log.commit(removal.removal);
         return Err(Error::TreeDropped);
     }
     finish_or_fail(db, log, tree, removal)
@@ -395,8 +395,7 @@ pub(crate) fn finish_range_removal<P: Policy>(
     } else {
         tree.remove_range(start, end.as_ref().map(Vec::as_slice), removal)?
     };
-    let ((), end) = log.append(|writer, _| _ = writer.commit(removal));
-    Ok((removed, end))
+    Ok((removed, log.commit(removal)))
 }
 
 /// Removes the catalog entry naming the tree whose root is page `root`, if there is one.

@@ -1,9 +1,10 @@
 //! Exact key counts per tree, for `Tree::len` without a scan.
 //!
 //! Each tree has a counter that every write changes as it changes the tree's keys (+1 for a
-//! put that adds a key, -1 for a removal), under the log's mutex as the write's record is
-//! appended. A checkpoint record takes every counter under that mutex too, so its counts are
-//! exactly those of its place in the log; recovery starts from them and adds the change of
+//! put that adds a key, -1 for a removal), once the write's record has its place in the log and
+//! before the record is filled in. A checkpoint record takes every counter once every record
+//! placed before it is filled in (and none can be placed meanwhile), so its counts are exactly
+//! those of its place in the log; recovery starts from them and adds the change of
 //! every leaf record after it. Without the log (or after a log written before counts were
 //! kept), a count is unknown at open, and the first `len` of the tree counts it by a scan.
 //!

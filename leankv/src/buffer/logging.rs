@@ -166,10 +166,10 @@ impl<P: Policy> BufferManager<P> {
             return 0;
         };
         if dropped.is_empty() {
-            return log.append(|writer, _| writer.commit(batch)).1;
+            return log.commit(batch);
         }
         let mut ids = self.page_ids.lock();
-        let end = log.append(|writer, _| writer.commit(batch)).1;
+        let end = log.commit(batch);
         for blob in dropped {
             ids.release_extents(&blob.extents, end);
         }
@@ -222,8 +222,9 @@ impl<P: Policy> BufferManager<P> {
 
     /// Logs a structural change as `shape` says: a split logically if recovery will hold
     /// every changed page but the first, else (and every other shape) with the images of all
-    /// changed pages. A range step's keys leave the count `keys` under the log's mutex; the
-    /// large values `blobs` are freed with the record.
+    /// changed pages. A range step's keys leave the count `keys` under the log's mutex (no
+    /// checkpoint record can come between); the large values `blobs` are freed with the
+    /// record.
     fn log_structure_record(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],

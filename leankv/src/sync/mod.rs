@@ -28,6 +28,7 @@
 //! are the version, bumped by every exclusive unlock. Optimistic readers compare the version and
 //! exclusive bits only, so shared holders (who never write) do not invalidate them.
 
+pub(crate) mod append_ring;
 pub(crate) mod atomic;
 mod event;
 mod latch;
@@ -37,18 +38,19 @@ pub(crate) mod loom_latch;
 pub(crate) use event::Event;
 pub(crate) use latch::{ExclusiveGuard, HybridLatch, SharedGuard};
 
-/// Asks the processor to bring the cache lines of `bytes` close, to be written soon. A hint
-/// only: nothing is read or written, and targets without such an instruction do nothing.
+/// Asks the processor to bring the cache lines of the `len` bytes at `start` close, to be
+/// written soon. A hint only: nothing is read or written (the bytes need not be valid), and
+/// targets without such an instruction do nothing.
 #[inline]
-pub(crate) fn prefetch_for_write(bytes: &[std::mem::MaybeUninit<u8>]) {
+pub(crate) fn prefetch_for_write(start: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
+    for offset in (0..len).step_by(64) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        // SAFETY: a prefetch never faults and changes no memory; the address lies in `bytes`.
-        unsafe { _mm_prefetch::<_MM_HINT_ET0>(line.as_ptr().cast()) };
+        // SAFETY: a prefetch never faults and changes no memory, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_ET0>(start.wrapping_add(offset).cast()) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
+    let _ = (start, len);
 }
 
 // The mutex of the code that loom models (`buffer::epoch`): `parking_lot::Mutex` normally,

@@ -36,15 +36,16 @@ pub(super) fn add(
     out[length_at..length_at + 4].copy_from_slice(&len.to_le_bytes());
 }
 
-/// Completes the group's frame in `out` (its header's length and kind, the padding) and
-/// returns its payload's checksum; `stamp` gives it its place in the log.
-pub(super) fn seal(out: &mut Vec<u8>) -> u32 {
+/// Completes the group's frame in `out` (its header's length, kind and payload checksum, as a
+/// [`FrameWriter`](super::FrameWriter) leaves a frame, and the padding); `stamp_frames` gives
+/// it its place in the log.
+pub(super) fn seal(out: &mut Vec<u8>) {
     debug_assert!(out.len() > FRAME_HEADER, "a group holds records");
     debug_assert!(out.len() - FRAME_HEADER <= MAX_GROUP_PAYLOAD);
     let payload = u32::try_from(out.len() - FRAME_HEADER).expect("staging is bounded");
     out[4..8].copy_from_slice(&payload.to_le_bytes());
     out[KIND_OFFSET] = KIND_GROUP;
     let checksum = crc32c::crc32c(&out[FRAME_HEADER..]);
+    out[..4].copy_from_slice(&checksum.to_le_bytes());
     out.resize(out.len().next_multiple_of(FRAME_ALIGN), 0);
-    checksum
 }

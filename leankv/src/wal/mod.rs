@@ -1,12 +1,26 @@
 //! The write-ahead log: every change that can reach the page file is described here first.
 //!
-//! Appending copies an encoded record into an in-memory chunk under one mutex and returns the
-//! record's end position (its LSN); a writer thread writes chunks to the log file and syncs
-//! when a commit waits for durability (`Immediate`, group commit: every commit that arrived
-//! meanwhile shares the sync), when the `Eventual` delay is up, when a page write needs its
-//! records durable first (the WAL rule) or at shutdown. Between syncs it writes large chunks
-//! ahead without syncing; writes wait while more than `MAX_QUEUED_BYTES` of log wait for the
-//! writer (a device slower than the appends), so memory stays bounded under any durability.
+//! Appending reserves the encoded record's range of the open in-memory chunk without a lock
+//! (`sync::append_ring`: a compare-and-swap on one word), copies the record there and returns
+//! its end position (its LSN). The log's mutex is taken only to open the next chunk (the open
+//! one is full), for records whose encoding needs the log held still (structure records,
+//! checkpoints: no checkpoint begins while it is held), and by the writer thread. With a mutex
+//! for every append, an appender preempted while holding it (two workers and the background
+//! threads on two cores) left the other worker parked until it ran again: a third of the CPU
+//! idle in YCSB A at 2 threads with the log; now the others reserve past it, and only whoever
+//! takes its chunk waits for its copy.
+//!
+//! The writer thread seals the open chunk, waits for its reserved ranges to be filled, writes
+//! the chunks to the log file and syncs when a commit waits for durability (`Immediate`, group
+//! commit: every commit that arrived meanwhile shares the sync), when the `Eventual` delay is
+//! up, when a page write needs its records durable first (the WAL rule) or at shutdown. Between
+//! syncs it writes each full chunk (1 MiB) without syncing; writes wait while more than
+//! `MAX_QUEUED_BYTES` of log wait for the writer (a device slower than the appends), and an
+//! append waits for a free chunk, so memory stays bounded under any durability.
+//!
+//! A chunk is tagged with the image threshold in force when it opened (it changes only at a
+//! checkpoint's start, while none is open): a leaf record encoded without its page's image
+//! under an older threshold is refused by a newer chunk and encoded again.
 //!
 //! The log lives in two files used in turn: a checkpoint starts the other file (from offset 0)
 //! when the last completed checkpoint started in the current one, so the file being overwritten
@@ -18,10 +32,14 @@
 //! records were synced, or are lost unsynced) or the new ones.
 //!
 //! Invariants: `durable <= written <= end`; a page image whose LSN is above `durable` is never
-//! written (callers wait with [`Log::wait_durable`]); a failed write or sync (or a panic of the
-//! writer thread) poisons the log: every later wait fails, so no page reaches the disk ahead
-//! of records that may be lost, and no commit waits for a sync that will not come.
+//! written (callers wait with [`Log::wait_durable`]); a chunk is written only once every range
+//! reserved in it is filled, and a checkpoint record is appended only once every record
+//! before it is (with its key count change); a failed write or sync (or a panic of the writer
+//! thread, or of an appender between reserving and filling) poisons the log: every later wait
+//! fails, so no page reaches the disk ahead of records that may be lost, and no commit waits
+//! for a sync that will not come.
 
+mod chunks;
 mod decode;
 mod group;
 mod reader;
@@ -42,11 +60,11 @@ pub(crate) use record::{
 pub(crate) use staging::{Logged, StagingSlot};
 pub(crate) use writer::Tail;
 
-use record::{stamp, FRAME_HEADER};
+use chunks::{Appender, Chunk};
 
 use crate::error::{Error, Result};
-use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
-use crate::sync::prefetch_for_write;
+use crate::io::{Storage, IO_ALIGNMENT};
+use crate::sync::append_ring::{AppendRing, RingControl};
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,14 +74,13 @@ use std::time::{Duration, Instant};
 /// LSNs beyond this come only from damaged files (at 1 GB/s of log it takes 146 years).
 pub(crate) const MAX_LSN: u64 = 1 << 62;
 
-/// The writer writes (without syncing) once this many bytes wait, to bound memory.
+/// A chunk holds this many bytes (more only for a larger record): once the next record does
+/// not fit, it is sealed and the writer woken, which writes (without syncing) what waits.
 const WRITE_AHEAD_BYTES: usize = 1 << 20;
-/// A chunk buffer's capacity: a chunk is sealed once it holds `WRITE_AHEAD_BYTES`, and the
-/// quarter beyond is room for the record that crosses that (buffers are reused).
-const CHUNK_CAPACITY: usize = WRITE_AHEAD_BYTES + (WRITE_AHEAD_BYTES >> 2);
-/// Bytes past its end an append fetches into the cache for the next ones (a few records).
-const PREFETCH_AHEAD: usize = 512;
-/// Chunk buffers kept for reuse.
+/// Chunks (open, sealed, being written): enough for `MAX_QUEUED_BYTES` waiting and as much
+/// again being written; an append that finds none free waits for the writer.
+const CHUNKS: usize = 2 * (MAX_QUEUED_BYTES / WRITE_AHEAD_BYTES) + 16;
+/// Chunk buffers kept for reuse beyond those in use.
 const SPARE_CHUNKS: usize = 4;
 /// Log bytes appended but not yet taken by the writer beyond which writes wait in `admit`
 /// (the device is slower than the appends): the log's memory stays bounded.
@@ -98,7 +115,7 @@ pub(crate) struct LogCounters {
     pub(crate) syncs: u64,
 }
 
-/// A thread's buffers for encoding a leaf record before it takes the log's mutex.
+/// A thread's buffers for encoding a leaf record before it is appended.
 #[derive(Default)]
 struct Encoding {
     frame: Vec<u8>,
@@ -109,54 +126,16 @@ thread_local! {
     static ENCODING: std::cell::RefCell<Encoding> = std::cell::RefCell::default();
 }
 
-/// Log bytes appended since the writer last took them, laid out to be written in place:
-/// `bytes[lead..]` are the records, from file offset `offset`, and the `lead` bytes before
-/// them leave room for the file's partial sector (written again) such that the write starts
-/// on an [`IO_ALIGNMENT`] boundary in memory, as direct I/O needs. Copying each megabyte
-/// chunk into an aligned buffer instead flushed the writer's core's cache (YCSB A with the
-/// log, 2 threads on 2 cores: about 4% of throughput).
-struct Chunk {
-    file: usize,
-    offset: u64,
-    start_lsn: u64,
-    lead: usize,
-    bytes: Vec<u8>,
-}
-
-impl Chunk {
-    /// A chunk of `bytes` (emptied) starting at `offset` of `file`, log position `start_lsn`.
-    fn new(file: usize, offset: u64, start_lsn: u64, mut bytes: Vec<u8>) -> Chunk {
-        bytes.clear();
-        let in_sector = (offset % IO_ALIGNMENT as u64) as usize;
-        let to_boundary = bytes.as_ptr() as usize % IO_ALIGNMENT;
-        let lead = in_sector + (IO_ALIGNMENT - to_boundary) % IO_ALIGNMENT;
-        bytes.resize(lead, 0);
-        Chunk {
-            file,
-            offset,
-            start_lsn,
-            lead,
-            bytes,
-        }
-    }
-
-    fn records(&self) -> &[u8] {
-        &self.bytes[self.lead..]
-    }
-}
-
 struct State {
-    /// The chunk appends go to (kept inline: appending touches few cache lines).
-    open: Option<Chunk>,
-    /// Earlier chunks not yet taken by the writer, in log order (full, or of the file
-    /// before a checkpoint switched files).
+    /// Opens, seals and frees the chunks of `Inner::chunks`.
+    control: RingControl,
+    /// Sealed chunks not yet taken by the writer, in log order.
     sealed: Vec<Chunk>,
     pending_bytes: usize,
-    /// Next LSN, and where it lands.
+    /// The end of the sealed chunks (the open chunk's start): its LSN, and where it lands.
     end: u64,
     file: usize,
     file_offset: u64,
-    generation: u32,
     /// File of the last completed checkpoint, and its LSN.
     checkpoint: LogPosition,
     requested: u64,
@@ -166,9 +145,9 @@ struct State {
     /// checkpoint fail with it instead of waiting for one that may never come.
     checkpoint_failure: Option<String>,
     shutdown: bool,
-    /// Chunk buffers the writer has written, kept for reuse.
-    spare: Vec<Vec<u8>>,
-    /// Where page images are assembled (see `FrameWriter::scratch`).
+    /// Where records appended under the mutex are encoded, and their page images assembled
+    /// (see `FrameWriter::scratch`).
+    frames: Vec<u8>,
     scratch: Vec<u8>,
 }
 
@@ -182,10 +161,14 @@ struct Inner {
     data_writes: AtomicU64,
     data_synced: AtomicU64,
     config: LogConfig,
+    /// This life's generation, stamped into every frame.
+    generation: u32,
+    /// The chunks appends reserve their ranges in (see the module notes).
+    chunks: AppendRing,
     state: Mutex<State>,
     /// Wakes the writer thread.
     work: Condvar,
-    /// Wakes threads waiting for durability or for a checkpoint.
+    /// Wakes threads waiting for durability, for a checkpoint or for a free chunk.
     progress: Condvar,
     durable: AtomicU64,
     /// Set while an `Eventual` sync is due (`State::eventual_deadline` is set).
@@ -193,7 +176,8 @@ struct Inner {
     /// Set once `State::failed` is.
     failed: AtomicBool,
     /// Pages whose last change ends at or before this LSN log an image at their next change.
-    /// Changed under the state's mutex, at checkpoints; read before a leaf record is encoded.
+    /// Changed under the state's mutex, at checkpoints, while no chunk is open (each chunk is
+    /// tagged with the value in force when it opened); read before a record is encoded.
     redo_ptr: AtomicU64,
     /// Set while writes must wait (see `Inner::must_wait`; `admit` runs before every write and
     /// reads only this; it changes rarely).
@@ -222,27 +206,29 @@ impl Log {
         checkpoint: LogPosition,
         generation: u32,
     ) -> Result<Log> {
+        let (chunks, control) = AppendRing::new(CHUNKS);
         let inner = Arc::new(Inner {
             files,
             data_file,
             data_writes: AtomicU64::new(0),
             data_synced: AtomicU64::new(0),
             config,
+            generation,
+            chunks,
             state: Mutex::new(State {
-                open: None,
+                control,
                 sealed: Vec::new(),
                 pending_bytes: 0,
                 end: end.lsn,
                 file: end.file,
                 file_offset: end.offset,
-                generation,
                 checkpoint,
                 requested: 0,
                 eventual_deadline: None,
                 failed: None,
                 checkpoint_failure: None,
                 shutdown: false,
-                spare: Vec::new(),
+                frames: Vec::new(),
                 scratch: Vec::new(),
             }),
             work: Condvar::new(),
@@ -270,12 +256,28 @@ impl Log {
     }
 
     /// Appends records written by `write`, which also learns the image threshold (pages whose
-    /// LSN is at or below it must be logged as images). Returns `write`'s result and the end
-    /// LSN of what it appended. A batch's staged records are appended first (see `staging`).
+    /// LSN is at or below it must be logged as images), under the log's mutex (no checkpoint
+    /// begins meanwhile). Returns `write`'s result and the end LSN of what it appended. A
+    /// batch's staged records are appended first (see `staging`).
     pub(crate) fn append<R>(&self, write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R) -> (R, u64) {
-        let mut state = self.lock_for_append();
-        let result = self.inner.append_locked(&mut state, write);
-        (result, state.end)
+        self.publish_held();
+        let mut state = self.inner.state.lock();
+        self.inner
+            .append_locked(&mut state, Appender::Thread, write)
+    }
+
+    /// Appends batch `batch`'s commit record, after its staged records, without the log's
+    /// mutex; returns its end LSN.
+    pub(crate) fn commit(&self, batch: u64) -> u64 {
+        self.publish_held();
+        ENCODING.with(|encoding| {
+            let Encoding { frame, scratch } = &mut *encoding.borrow_mut();
+            frame.clear();
+            FrameWriter::new(frame, scratch).commit(batch);
+            self.inner
+                .append_frames(frame, None, || {})
+                .expect("appended whatever the image threshold")
+        })
     }
 
     /// Logs a leaf record: `change` to a page whose last change ended at `page_lsn`, with the
@@ -283,8 +285,8 @@ impl Log {
     /// before the image threshold, and changes the tree's key count `keys` as the operation
     /// does (see `begin_checkpoint`). A record of a batch whose thread holds a slot is staged
     /// if `may_stage` (see `staging`; the count changes at once); any other is encoded and
-    /// checksummed before the mutex is taken, and under it only copied and given its position
-    /// (the count changes under it).
+    /// checksummed, then appended without the log's mutex, the count changed once its place
+    /// is reserved.
     pub(crate) fn append_leaf(
         &self,
         change: LeafChange<'_>,
@@ -300,27 +302,27 @@ impl Log {
                 return staged;
             }
         }
+        self.publish_held();
         ENCODING.with(|encoding| {
             let mut encoding = encoding.borrow_mut();
             let Encoding { frame, scratch } = &mut *encoding;
-            let mut encode = |with_image: bool, frame: &mut Vec<u8>| {
+            let mut threshold = self.inner.redo_ptr.load(Ordering::Acquire);
+            loop {
+                let imaged = page_lsn <= threshold;
                 frame.clear();
-                let mut writer = FrameWriter::unplaced(frame, scratch);
-                let image = with_image.then_some((page_size, &mut *fill));
-                writer.leaf(change, image);
-                writer.payload_checksum
-            };
-            let imaged = page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire);
-            let mut payload_checksum = encode(imaged, frame);
-            let mut state = self.lock_for_append();
-            if !imaged && page_lsn <= self.inner.redo_ptr.load(Ordering::Acquire) {
-                // A checkpoint began meanwhile: the change must carry the page's image.
-                payload_checksum = encode(true, frame);
+                let image = imaged.then_some((page_size, &mut *fill));
+                FrameWriter::new(frame, scratch).leaf(change, image);
+                // A record without an image is valid only before the next checkpoint.
+                let tag = (!imaged).then_some(threshold);
+                match self
+                    .inner
+                    .append_frames(frame, tag, || change.op.count_keys(keys))
+                {
+                    Ok(end) => return Logged::Appended(end),
+                    // A checkpoint began meanwhile: the change may need the page's image.
+                    Err(newer) => threshold = newer,
+                }
             }
-            self.inner
-                .append_encoded(&mut state, frame, payload_checksum);
-            change.op.count_keys(keys);
-            Logged::Appended(state.end)
         })
     }
 
@@ -402,13 +404,14 @@ impl Log {
 
     /// The current end of the log.
     pub(crate) fn end(&self) -> u64 {
-        self.inner.state.lock().end
+        self.inner.end(&self.inner.state.lock())
     }
 
     /// Begins a checkpoint: appends its record with the page count, the free list and the
-    /// key counts `key_counts` takes (under the log's mutex, under which every leaf record
-    /// appended directly changes them; staged records change them as they are staged, and no
-    /// batch is open now: so they are exact at the record), in the other file if that holds
+    /// key counts `key_counts` takes (once the open chunk is sealed and every record reserved
+    /// before is filled: a leaf record appended directly changes them between reserving its
+    /// place and filling it; staged records change them as they are staged, and no batch is
+    /// open now: so they are exact at the record), in the other file if that holds
     /// nothing recovery could need. The caller holds the page-id lock, under which every
     /// `Free` record is appended, so the free list is exact at the record too. From now on a
     /// page changed for the first time logs an image. Returns where the record lies.
@@ -419,6 +422,10 @@ impl Log {
         key_counts: impl FnOnce() -> Vec<(u64, u64)>,
     ) -> LogPosition {
         let mut state = self.inner.state.lock();
+        // Every record appended before this one is in place, with its key count change (an
+        // appender changes it between reserving its place and filling it).
+        self.inner.seal_open(&mut state);
+        state.control.wait_all_filled(&self.inner.chunks);
         if state.checkpoint.file == state.file {
             state.file = 1 - state.file;
             state.file_offset = 0;
@@ -428,11 +435,13 @@ impl Log {
             offset: state.file_offset,
             lsn: state.end,
         };
+        // No chunk is open: the next opens with the new threshold (see `Inner::redo_ptr`).
         self.inner.redo_ptr.store(state.end, Ordering::Release);
         let key_counts = key_counts();
-        self.inner.append_locked(&mut state, |writer, _| {
-            writer.checkpoint(page_count, free, &key_counts)
-        });
+        self.inner
+            .append_locked(&mut state, Appender::Thread, |writer, _| {
+                writer.checkpoint(page_count, free, &key_counts)
+            });
         position
     }
 
@@ -456,9 +465,11 @@ impl Log {
 
     /// Whether enough log was written since the last checkpoint began to start another.
     pub(crate) fn wants_checkpoint(&self) -> bool {
+        // The mutex held throughout: a checkpoint beginning between reading the end and the
+        // threshold would put the threshold past the end read.
         let state = self.inner.state.lock();
-        state.end - self.inner.redo_ptr.load(Ordering::Acquire)
-            >= self.inner.config.checkpoint_bytes
+        let end = self.inner.end(&state);
+        end - self.inner.redo_ptr.load(Ordering::Acquire) >= self.inner.config.checkpoint_bytes
     }
 
     /// Waits (before a write latches anything) while the log is far beyond its checkpoint
@@ -561,66 +572,6 @@ impl Inner {
         self.progress.notify_all();
     }
 
-    fn append_locked<R>(
-        &self,
-        state: &mut State,
-        write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R,
-    ) -> R {
-        // A new chunk for a new file, and once the open one holds the write-ahead amount
-        // (what wakes the writer): a chunk grown past its capacity was reallocated under this
-        // mutex, its megabytes copied into fresh memory (page faults) while the other
-        // appenders parked (YCSB A with the log, 2 threads: nearly all of a worker's page
-        // faults, whenever the writer fell behind).
-        if state
-            .open
-            .as_ref()
-            .is_none_or(|open| open.file != state.file || open.records().len() >= WRITE_AHEAD_BYTES)
-        {
-            let bytes = state
-                .spare
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(CHUNK_CAPACITY));
-            let chunk = Chunk::new(state.file, state.file_offset, state.end, bytes);
-            if let Some(earlier) = state.open.replace(chunk) {
-                state.sealed.push(earlier);
-            }
-        }
-        let State {
-            open,
-            generation,
-            scratch,
-            ..
-        } = state;
-        let chunk = open.as_mut().expect("opened above");
-        let before = chunk.bytes.len();
-        let mut writer = FrameWriter {
-            out: &mut chunk.bytes,
-            base: chunk.start_lsn,
-            lead: chunk.lead,
-            generation: *generation,
-            scratch,
-            payload_checksum: 0,
-            placed: true,
-        };
-        let result = write(&mut writer, self.redo_ptr.load(Ordering::Acquire));
-        let added = chunk.bytes.len() - before;
-        // The next appends' lines, fetched now: stores to lines not in the cache made the
-        // mutex's release wait for them (a locked instruction drains the store buffer), ~4%
-        // of a YCSB A worker's time.
-        let ahead = chunk.bytes.spare_capacity_mut();
-        prefetch_for_write(&ahead[..ahead.len().min(PREFETCH_AHEAD)]);
-        state.end += added as u64;
-        state.file_offset += added as u64;
-        state.pending_bytes += added;
-        if !self.throttled.load(Ordering::Relaxed) && self.must_wait(state) {
-            self.update_throttle(state);
-        }
-        if state.pending_bytes >= WRITE_AHEAD_BYTES {
-            self.work.notify_one();
-        }
-        result
-    }
-
     /// Whether writes must wait in `admit`: the log is more than four checkpoint intervals
     /// beyond the last completed checkpoint, or more than `MAX_QUEUED_BYTES` wait for the
     /// writer.
@@ -632,21 +583,5 @@ impl Inner {
     fn update_throttle(&self, state: &State) {
         self.throttled
             .store(self.must_wait(state), Ordering::Release);
-    }
-
-    /// Appends `frame`, encoded at position 0 of generation 0 with payload checksum
-    /// `payload_checksum`, stamping its real position and generation.
-    fn append_encoded(&self, state: &mut State, frame: &[u8], payload_checksum: u32) {
-        let generation = state.generation;
-        let (header, payload) = frame.split_at(FRAME_HEADER);
-        let mut header: [u8; FRAME_HEADER] = header.try_into().expect("a whole frame");
-        self.append_locked(state, |writer, _| {
-            let lsn = writer.position();
-            // Stamped on the stack, not in the chunk: reading back bytes just copied into
-            // the chunk's cold cache lines stalled every append under the mutex.
-            stamp(&mut header, lsn, generation, payload_checksum);
-            writer.out.extend_from_slice(&header);
-            writer.out.extend_from_slice(payload);
-        });
     }
 }

@@ -3,7 +3,8 @@
 //! A frame is `[crc32c u32][payload length u32][lsn u64][generation u32][kind u8][0; 3]`
 //! followed by the payload and zero padding to a multiple of 8 bytes. The CRC-32C covers the
 //! payload and then the header after the CRC itself (payload first, so that a record is
-//! encoded, checksum included, before the log's mutex assigns its position). A frame's LSN is its position in the
+//! encoded, checksum included, before its place in the log is reserved; until then the header
+//! holds the payload's checksum where the frame's goes). A frame's LSN is its position in the
 //! log stream (bytes since the database's first record), so a frame read at the wrong place,
 //! left over from an earlier pass over the file, fails the position check; the generation
 //! (counted up at every open) fences frames a crashed process left beyond the point where
@@ -371,20 +372,13 @@ pub(crate) enum BeforeRef<'a> {
     Blob(&'a [u8]),
 }
 
-/// Appends frames to a byte buffer whose byte `lead` is at log position `base`.
+/// Encodes frames ahead of their place in the log, one after another into a byte buffer:
+/// each frame's header holds its payload's checksum where its own checksum goes, until
+/// [`stamp_frames`] gives the frames their positions.
 pub(crate) struct FrameWriter<'a> {
     pub(crate) out: &'a mut Vec<u8>,
-    pub(crate) base: u64,
-    /// Bytes of `out` before the log's (room a log chunk keeps for writing in place).
-    pub(crate) lead: usize,
-    pub(crate) generation: u32,
     /// A page-sized buffer images are filled into before their gap is left out.
     pub(crate) scratch: &'a mut Vec<u8>,
-    /// The checksum of the last frame's payload (see [`stamp`]).
-    pub(crate) payload_checksum: u32,
-    /// Whether frames are stamped as they are written; false for a frame encoded ahead of
-    /// its place in the log, which [`stamp`] finishes once it has one.
-    pub(crate) placed: bool,
 }
 
 /// The checksum of a frame: its payload's, continued over the header after the checksum.
@@ -402,53 +396,44 @@ pub(crate) fn stamp(header: &mut [u8], lsn: u64, generation: u32, payload_checks
     header[..4].copy_from_slice(&checksum.to_le_bytes());
 }
 
+/// Stamps the frames `frames` (encoded by a [`FrameWriter`], each with its payload's checksum
+/// in place of its own) as placed from log position `lsn` on, in life `generation`.
+pub(crate) fn stamp_frames(frames: &mut [u8], lsn: u64, generation: u32) {
+    let mut at = 0;
+    while at < frames.len() {
+        let header = &mut frames[at..at + FRAME_HEADER];
+        let payload_checksum = u32::from_le_bytes(header[..4].try_into().expect("4 bytes"));
+        let payload = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes")) as usize;
+        stamp(header, lsn + at as u64, generation, payload_checksum);
+        at += (FRAME_HEADER + payload).next_multiple_of(FRAME_ALIGN);
+    }
+    debug_assert_eq!(at, frames.len(), "whole frames");
+}
+
 impl<'a> FrameWriter<'a> {
-    /// A writer of frames encoded ahead of their place in the log, appended to `out` as if it
-    /// began at position 0 (each then finished by [`stamp`]); images are assembled in `scratch`.
-    pub(crate) fn unplaced(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> Self {
-        FrameWriter {
-            out,
-            base: 0,
-            lead: 0,
-            generation: 0,
-            scratch,
-            payload_checksum: 0,
-            placed: false,
-        }
+    /// A writer of frames appended to `out`; images are assembled in `scratch`.
+    pub(crate) fn new(out: &'a mut Vec<u8>, scratch: &'a mut Vec<u8>) -> Self {
+        FrameWriter { out, scratch }
     }
 
-    /// The log position of the next byte appended.
-    pub(crate) fn position(&self) -> u64 {
-        self.base + (self.out.len() - self.lead) as u64
-    }
-
-    /// Starts a frame of `kind`; `body` writes the payload. Returns the frame's end position.
-    fn frame(&mut self, kind: u8, body: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) -> u64 {
+    /// Encodes a frame of `kind`; `body` writes the payload.
+    fn frame(&mut self, kind: u8, body: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>)) {
         let start = self.out.len();
-        let lsn = self.position();
+        debug_assert_eq!(start % FRAME_ALIGN, 0);
         self.out.extend_from_slice(&[0; FRAME_HEADER]);
         body(self.out, self.scratch);
         let payload = self.out.len() - start - FRAME_HEADER;
         debug_assert!(payload <= MAX_PAYLOAD);
         let payload_checksum = crc32c::crc32c(&self.out[start + FRAME_HEADER..]);
         let header = &mut self.out[start..start + FRAME_HEADER];
+        header[..4].copy_from_slice(&payload_checksum.to_le_bytes());
         header[4..8].copy_from_slice(&(payload as u32).to_le_bytes());
         header[KIND_OFFSET] = kind;
-        if self.placed {
-            stamp(header, lsn, self.generation, payload_checksum);
-        }
-        self.payload_checksum = payload_checksum;
-        let padded = (self.out.len() - self.lead).next_multiple_of(FRAME_ALIGN);
-        self.out.resize(self.lead + padded, 0);
-        self.position()
+        let padded = self.out.len().next_multiple_of(FRAME_ALIGN);
+        self.out.resize(padded, 0);
     }
 
-    pub(crate) fn checkpoint(
-        &mut self,
-        page_count: u64,
-        free: &[u64],
-        key_counts: &[(u64, u64)],
-    ) -> u64 {
+    pub(crate) fn checkpoint(&mut self, page_count: u64, free: &[u64], key_counts: &[(u64, u64)]) {
         self.frame(KIND_CHECKPOINT, |out, _| {
             out.extend_from_slice(&page_count.to_le_bytes());
             out.extend_from_slice(&(free.len() as u64).to_le_bytes());
@@ -474,7 +459,7 @@ impl<'a> FrameWriter<'a> {
         step: Option<&RangeStep>,
         page_size: usize,
         fill: impl Fn(T, &mut [u8]) -> (usize, usize),
-    ) -> u64 {
+    ) {
         debug_assert!(!(new_tree && step.is_some()));
         let kind = match (new_tree, step) {
             (true, _) => KIND_NEW_TREE,
@@ -511,14 +496,14 @@ impl<'a> FrameWriter<'a> {
         &mut self,
         change: LeafChange<'_>,
         image: Option<(usize, &mut FillImage<'_>)>,
-    ) -> u64 {
+    ) {
         self.frame(leaf_kind(change.op), |out, scratch| {
             leaf_payload(out, scratch, change, image)
         })
     }
 
     /// A node split (see `Record::Split`), borrowing the separator.
-    pub(crate) fn split(&mut self, split: &Split) -> u64 {
+    pub(crate) fn split(&mut self, split: &Split) {
         self.frame(KIND_SPLIT, |out, _| {
             for number in [split.page_id, split.left, split.parent] {
                 varint(out, number);
@@ -530,7 +515,7 @@ impl<'a> FrameWriter<'a> {
     }
 
     /// The start of a range removal.
-    pub(crate) fn range_removal(&mut self, removal: &RangeRemoval) -> u64 {
+    pub(crate) fn range_removal(&mut self, removal: &RangeRemoval) {
         self.frame(KIND_RANGE_REMOVAL, |out, _| {
             out.extend_from_slice(&removal.removal.to_le_bytes());
             out.extend_from_slice(&removal.tree.to_le_bytes());
@@ -540,13 +525,13 @@ impl<'a> FrameWriter<'a> {
         })
     }
 
-    pub(crate) fn sync_mark(&mut self, durable: u64) -> u64 {
+    pub(crate) fn sync_mark(&mut self, durable: u64) {
         self.frame(KIND_SYNC_MARK, |out, _| {
             out.extend_from_slice(&durable.to_le_bytes())
         })
     }
 
-    pub(crate) fn commit(&mut self, batch: u64) -> u64 {
+    pub(crate) fn commit(&mut self, batch: u64) {
         self.frame(KIND_COMMIT, |out, _| {
             out.extend_from_slice(&batch.to_le_bytes())
         })

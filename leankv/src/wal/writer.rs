@@ -1,12 +1,12 @@
-//! The log's writer thread: it takes the appended chunks, writes them as whole sectors (the
+//! The log's writer thread: it seals the open chunk, takes the sealed ones, waits for their
+//! reserved ranges to be filled, writes them as whole sectors (the
 //! partial last sector of a file again, from its [`Tail`]) and syncs the files when a commit,
 //! the `Eventual` delay, a page write (the WAL rule) or shutdown asks; between syncs it writes
 //! ahead once 1 MiB waits. The page file is synced first when a record in the chunks refers to
 //! a large value written to it.
 
 use super::{
-    AlignedBuf, Chunk, Inner, Instant, Ordering, CHUNK_CAPACITY, IO_ALIGNMENT, SPARE_CHUNKS,
-    WRITE_AHEAD_BYTES,
+    Appender, Chunk, Inner, Instant, Ordering, IO_ALIGNMENT, SPARE_CHUNKS, WRITE_AHEAD_BYTES,
 };
 
 /// The writer thread's knowledge of the partial sector at the end of a file.
@@ -37,16 +37,13 @@ impl Inner {
         let _fail_on_panic = FailOnPanic(self);
         // Files written since their last sync.
         let mut unsynced = [false; 2];
-        // The sector-aligned copy of what is written, reused.
-        let mut buffer = AlignedBuf::new(0);
         let mut state = self.state.lock();
         loop {
             if state.failed.is_some() {
                 // A failed log writes nothing more: what it would write follows records that
                 // may be lost. Appends after the failure are dropped; waiters see the failure.
-                state.open = None;
-                state.sealed.clear();
-                state.pending_bytes = 0;
+                self.seal_open(&mut state);
+                self.discard_sealed(&mut state);
                 self.progress.notify_all();
                 if state.shutdown {
                     return;
@@ -68,7 +65,7 @@ impl Inner {
                 }
                 continue;
             }
-            let nothing_appended = state.open.is_none() && state.sealed.is_empty();
+            let nothing_appended = !state.holds_records(&self.chunks);
             if state.shutdown && nothing_appended {
                 return;
             }
@@ -76,33 +73,33 @@ impl Inner {
                 // How far the log was durable before this write: recovery finding damage
                 // below that knows synced records were lost (see `reader`).
                 let durable = self.durable.load(Ordering::Acquire);
-                self.append_locked(&mut state, |writer, _| writer.sync_mark(durable));
+                self.append_locked(&mut state, Appender::Writer, |writer, _| {
+                    writer.sync_mark(durable)
+                });
             }
+            if sync {
+                // Before the seal: an append that lands after it (in the next chunk) sees the
+                // flag cleared and arms the next sync itself (see `Log::sync_eventually`).
+                state.eventual_deadline = None;
+                self.sync_armed.store(false, Ordering::Release);
+            }
+            self.seal_open(&mut state);
             let mut chunks = std::mem::take(&mut state.sealed);
-            chunks.extend(state.open.take());
             state.pending_bytes = 0;
             if self.throttled.load(Ordering::Relaxed) {
                 // Writers waiting for the queue to drain go on (they are woken below).
                 self.update_throttle(&state);
             }
             let target = state.end;
-            if sync {
-                state.eventual_deadline = None;
-                self.sync_armed.store(false, Ordering::Release);
-            }
             drop(state);
             // Every large value a record in these chunks references was written before the
-            // record was appended, so before the chunks were taken: sync them first.
-            let outcome = self.sync_data().and_then(|()| {
-                self.write_chunks(&mut chunks, &mut buffer, &mut tail, &mut unsynced, sync)
-            });
+            // record's place was reserved, so before the chunks were sealed: sync them first.
+            let outcome = self
+                .sync_data()
+                .and_then(|()| self.write_chunks(&mut chunks, &mut tail, &mut unsynced, sync));
             state = self.state.lock();
-            for mut chunk in chunks {
-                if state.spare.len() < SPARE_CHUNKS && chunk.bytes.capacity() <= 2 * CHUNK_CAPACITY
-                {
-                    chunk.bytes.clear();
-                    state.spare.push(chunk.bytes);
-                }
+            for chunk in chunks {
+                state.control.free(&self.chunks, chunk.sealed, SPARE_CHUNKS);
             }
             match outcome {
                 Ok(()) if sync => self.durable.store(target, Ordering::Release),
@@ -124,17 +121,17 @@ impl Inner {
     }
 
     /// Writes `chunks` as whole sectors (the partial last sector of a file again, from
-    /// `tail`), then syncs the files written if `sync`.
+    /// `tail`), each in place (see [`Chunk`]) once its records are filled in, then syncs the
+    /// files written if `sync`.
     pub(super) fn write_chunks(
         &self,
         chunks: &mut [Chunk],
-        buffer: &mut AlignedBuf,
         tail: &mut Tail,
         unsynced: &mut [bool; 2],
         sync: bool,
     ) -> std::io::Result<()> {
         for chunk in chunks {
-            let records = chunk.records().len();
+            let records = chunk.sealed.len();
             if records == 0 {
                 continue;
             }
@@ -147,25 +144,14 @@ impl Inner {
             debug_assert_eq!(aligned + prefix.len() as u64, chunk.offset);
             let data_len = prefix.len() + records;
             let len = data_len.next_multiple_of(IO_ALIGNMENT);
-            // In place when the chunk kept its buffer (a chunk that outgrew its capacity was
-            // moved) and has room for the padding; else through `buffer`.
-            let start = chunk.lead - prefix.len();
-            let in_place = (chunk.bytes.as_ptr() as usize + start).is_multiple_of(IO_ALIGNMENT)
-                && chunk.bytes.capacity() >= start + len;
-            let sectors: &mut [u8] = if in_place {
-                chunk.bytes.resize(start + len, 0);
-                &mut chunk.bytes[start..]
-            } else {
-                if buffer.len() < len {
-                    *buffer = AlignedBuf::new(len.next_power_of_two());
-                }
-                let buffer = &mut buffer[..len];
-                buffer[prefix.len()..data_len].copy_from_slice(chunk.records());
-                buffer[data_len..].fill(0);
-                buffer
+            let Some(buffer) = chunk.sealed.bytes_mut(&self.chunks) else {
+                return Err(std::io::Error::other(
+                    "a record was never copied into the log (a thread panicked appending it)",
+                ));
             };
+            let sectors = &mut buffer[..len];
             sectors[..prefix.len()].copy_from_slice(prefix);
-            debug_assert_eq!(sectors.as_ptr() as usize % IO_ALIGNMENT, 0);
+            sectors[data_len..].fill(0);
             self.files[chunk.file].write_at(sectors, aligned)?;
             self.bytes.fetch_add(records as u64, Ordering::Relaxed);
             unsynced[chunk.file] = true;

@@ -1,0 +1,230 @@
+//! The log's chunks from the appenders' side: reserving a record's place in the open chunk
+//! without a lock (`sync::append_ring`), stamping and copying it there; opening the next chunk
+//! (under the log's mutex) when the open one is full, waiting for the writer to free one when
+//! none is free; sealing the open chunk for the writer, or discarding sealed ones once the log
+//! failed. See the module notes of `wal` for why appends take no lock.
+
+use super::record::{stamp_frames, FrameWriter};
+use super::{Inner, State, IO_ALIGNMENT, SPARE_CHUNKS, WRITE_AHEAD_BYTES};
+use crate::sync::append_ring::{AppendRing, Refused, Reservation, Sealed};
+use parking_lot::MutexGuard;
+use std::sync::atomic::Ordering;
+
+/// Fails the log when dropped, which happens only if a panic unwinds between reserving a
+/// record's place and filling it (it is forgotten after the fill): that range's bytes would
+/// look to recovery like the log's torn end, losing the records after them, so none of those
+/// may be acknowledged. (Not `thread::panicking` at drop: appends made while unwinding, as a
+/// transaction's undo, are sound.)
+struct FailUnlessFilled<'a>(&'a Inner);
+
+impl Drop for FailUnlessFilled<'_> {
+    fn drop(&mut self) {
+        let reason = "a thread panicked while appending to the log".to_string();
+        self.0.fail(&mut self.0.state.lock(), reason);
+    }
+}
+
+/// Who appends: the writer thread may open the last free chunk, which the others leave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Appender {
+    Thread,
+    Writer,
+}
+
+/// A sealed chunk and where it goes: its records from offset `offset` of `file`. In its
+/// buffer, the records begin at `offset`'s place in its 512-byte sector, leaving room before
+/// them for the rest of that sector (written again: see the module notes of `wal`) such that
+/// the write starts on an [`IO_ALIGNMENT`] boundary in memory, as direct I/O needs. Copying
+/// each megabyte chunk into an aligned buffer instead flushed the writer's core's cache (YCSB
+/// A with the log, 2 threads on 2 cores: about 4% of throughput).
+pub(super) struct Chunk {
+    pub(super) file: usize,
+    pub(super) offset: u64,
+    pub(super) sealed: Sealed,
+}
+
+impl State {
+    /// Whether a record lies in a chunk not yet taken by the writer.
+    pub(super) fn holds_records(&self, chunks: &AppendRing) -> bool {
+        !self.sealed.is_empty() || chunks.open_extent().is_some_and(|(_, len)| len > 0)
+    }
+}
+
+impl Inner {
+    /// The end of everything appended (reserved) so far.
+    pub(super) fn end(&self, state: &State) -> u64 {
+        match self.chunks.open_extent() {
+            Some((start, reserved)) => start + reserved,
+            None => state.end,
+        }
+    }
+
+    /// Appends what `write` encodes (learning the image threshold, which cannot change while
+    /// the mutex is held) with the mutex held; returns `write`'s result and the end LSN.
+    pub(super) fn append_locked<R>(
+        &self,
+        state: &mut MutexGuard<'_, State>,
+        appender: Appender,
+        write: impl FnOnce(&mut FrameWriter<'_>, u64) -> R,
+    ) -> (R, u64) {
+        let mut frames = std::mem::take(&mut state.frames);
+        frames.clear();
+        let result = write(
+            &mut FrameWriter::new(&mut frames, &mut state.scratch),
+            self.redo_ptr.load(Ordering::Acquire),
+        );
+        let reservation = loop {
+            if let Ok(reservation) = self.chunks.reserve(frames.len(), None) {
+                break reservation;
+            }
+            if let Some(reservation) = self.open_chunk(state, frames.len(), None, appender) {
+                break reservation;
+            }
+        };
+        // Nothing from here to the fill can panic (whole frames of the reserved length; a
+        // `FailUnlessFilled` would deadlock on the mutex held).
+        let start = reservation.position();
+        stamp_frames(&mut frames, start, self.generation);
+        reservation.fill(&frames);
+        let end = start + frames.len() as u64;
+        state.frames = frames;
+        (result, end)
+    }
+
+    /// Appends `frames` (whole frames from a [`FrameWriter`]), stamped with their place,
+    /// without the mutex unless a chunk must be opened; `before_fill` runs once their place
+    /// is reserved, before they are copied in (a checkpoint beginning later waits for the
+    /// copy, so sees what it did). If their encoding assumed image threshold `tag` and the
+    /// open chunk has another (a checkpoint began), appends nothing and returns that one.
+    pub(super) fn append_frames(
+        &self,
+        frames: &mut [u8],
+        tag: Option<u64>,
+        before_fill: impl FnOnce(),
+    ) -> std::result::Result<u64, u64> {
+        let reservation = loop {
+            match self.chunks.reserve(frames.len(), tag) {
+                Ok(reservation) => break reservation,
+                Err(Refused::Tag(threshold)) => return Err(threshold),
+                Err(Refused::Full) => {
+                    let mut state = self.state.lock();
+                    if let Some(reservation) =
+                        self.open_chunk(&mut state, frames.len(), tag, Appender::Thread)
+                    {
+                        break reservation;
+                    }
+                }
+            }
+        };
+        let unfilled = FailUnlessFilled(self);
+        // Declared after the guard, so dropped before it when unwinding: the range counts as
+        // filled (and poisoned) before the guard takes the log's mutex (under which a
+        // checkpoint may be waiting for that range).
+        let reservation = reservation;
+        // Stamped here, not in the chunk: reading back bytes just copied into the chunk's cold
+        // cache lines stalled every append.
+        let start = reservation.position();
+        stamp_frames(frames, start, self.generation);
+        before_fill();
+        reservation.fill(frames);
+        std::mem::forget(unfilled);
+        Ok(start + frames.len() as u64)
+    }
+
+    /// Makes room for a record of `len` bytes encoded under image threshold `tag` (if it
+    /// matters): unless the open chunk has room (another thread opened one meanwhile), seals
+    /// it and opens the next, whose first `len` bytes it returns reserved, made with the
+    /// install so that nothing comes before the record (a checkpoint record must lie where its
+    /// position says) and a full chunk cannot starve it; but none if the record was encoded
+    /// under an older threshold (the caller's next reservation is refused and it encodes
+    /// again). Waits for the writer to free a chunk if none is free; the last free one is the
+    /// writer's alone (its sync mark must never wait for itself).
+    fn open_chunk(
+        &self,
+        state: &mut MutexGuard<'_, State>,
+        len: usize,
+        tag: Option<u64>,
+        appender: Appender,
+    ) -> Option<Reservation<'_>> {
+        if let Some((_, reserved)) = self.chunks.open_extent() {
+            if reserved as usize + len <= WRITE_AHEAD_BYTES {
+                return None;
+            }
+        }
+        self.seal_open(state);
+        let kept_back = usize::from(appender != Appender::Writer);
+        while state.control.free_slots() <= kept_back {
+            if state.shutdown && state.failed.is_none() {
+                // Appends racing the close filled every chunk: none will be written.
+                let reason = "records were appended after the log shut down".to_string();
+                self.fail(state, reason);
+            }
+            if state.failed.is_some() {
+                // The writer discards what a failed log appends; so may this thread.
+                self.discard_sealed(state);
+                if state.control.free_slots() > kept_back {
+                    break;
+                }
+            }
+            self.work.notify_one();
+            self.progress.wait(state);
+        }
+        let in_sector = (state.file_offset % IO_ALIGNMENT as u64) as usize;
+        let limit = len.max(WRITE_AHEAD_BYTES);
+        let threshold = self.redo_ptr.load(Ordering::Acquire);
+        let first = if tag.is_none_or(|tag| tag == threshold) {
+            len
+        } else {
+            0
+        };
+        let (start, chunks) = (state.end, &self.chunks);
+        let reservation = state
+            .control
+            .install(
+                chunks,
+                start,
+                threshold,
+                in_sector,
+                limit,
+                IO_ALIGNMENT,
+                first,
+            )
+            .expect("a chunk is free");
+        if first == 0 {
+            reservation.fill(&[]);
+            return None;
+        }
+        Some(reservation)
+    }
+
+    /// Seals the open chunk, if any, and queues it for the writer (woken once a chunk's worth
+    /// waits).
+    pub(super) fn seal_open(&self, state: &mut State) {
+        let Some(sealed) = state.control.seal(&self.chunks) else {
+            return;
+        };
+        let len = sealed.len();
+        state.sealed.push(Chunk {
+            file: state.file,
+            offset: state.file_offset,
+            sealed,
+        });
+        state.end += len as u64;
+        state.file_offset += len as u64;
+        state.pending_bytes += len;
+        if !self.throttled.load(Ordering::Relaxed) && self.must_wait(state) {
+            self.update_throttle(state);
+        }
+        if state.pending_bytes >= WRITE_AHEAD_BYTES {
+            self.work.notify_one();
+        }
+    }
+
+    /// Drops the sealed chunks unwritten, once filled (a failed log writes nothing more).
+    pub(super) fn discard_sealed(&self, state: &mut State) {
+        for chunk in std::mem::take(&mut state.sealed) {
+            state.control.free(&self.chunks, chunk.sealed, SPARE_CHUNKS);
+        }
+        state.pending_bytes = 0;
+    }
+}
