@@ -10,20 +10,6 @@ use crate::sync::append_ring::{AppendRing, Refused, Reservation, Sealed};
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
 
-/// Fails the log when dropped, which happens only if a panic unwinds between reserving a
-/// record's place and filling it (it is forgotten after the fill): that range's bytes would
-/// look to recovery like the log's torn end, losing the records after them, so none of those
-/// may be acknowledged. (Not `thread::panicking` at drop: appends made while unwinding, as a
-/// transaction's undo, are sound.)
-struct FailUnlessFilled<'a>(&'a Inner);
-
-impl Drop for FailUnlessFilled<'_> {
-    fn drop(&mut self) {
-        let reason = "a thread panicked while appending to the log".to_string();
-        self.0.fail(&mut self.0.state.lock(), reason);
-    }
-}
-
 /// Who appends: the writer thread may open the last free chunk, which the others leave it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Appender {
@@ -81,8 +67,6 @@ impl Inner {
                 break reservation;
             }
         };
-        // Nothing from here to the fill can panic (whole frames of the reserved length; a
-        // `FailUnlessFilled` would deadlock on the mutex held).
         let start = reservation.position();
         stamp_frames(&mut frames, start, self.generation);
         reservation.fill(&frames);
@@ -116,18 +100,14 @@ impl Inner {
                 }
             }
         };
-        let unfilled = FailUnlessFilled(self);
-        // Declared after the guard, so dropped before it when unwinding: the range counts as
-        // filled (and poisoned) before the guard takes the log's mutex (under which a
-        // checkpoint may be waiting for that range).
-        let reservation = reservation;
+        // A panic before the fill drops the reservation unfilled, which poisons its chunk: the
+        // writer then fails the log rather than write stale bytes (see `write_chunks`).
         // Stamped here, not in the chunk: reading back bytes just copied into the chunk's cold
         // cache lines stalled every append.
         let start = reservation.position();
         stamp_frames(frames, start, self.generation);
         before_fill();
         reservation.fill(frames);
-        std::mem::forget(unfilled);
         Ok(start + frames.len() as u64)
     }
 
