@@ -14,6 +14,16 @@ use write_back::WRITE_WAIT;
 /// even a corrupt parent cycle cannot loop forever.
 const MAX_DEPTH: usize = 64;
 
+/// Bytes of never-used frames whose memory [`BufferManager::populate_ahead`] keeps populated.
+const POPULATE_AHEAD: usize = 64 << 20;
+
+/// How far [`BufferManager::populate_ahead`] got: frames below `populated` have their memory,
+/// and the count of frames ever used was `seen` at its last call.
+pub(crate) struct PopulateAhead {
+    pub(super) populated: FrameId,
+    pub(super) seen: FrameId,
+}
+
 /// Rounds of eviction a thread tries before declaring the pool exhausted.
 pub(super) const MAX_EVICTION_ROUNDS: u32 = 100_000;
 
@@ -48,6 +58,38 @@ impl<P: Policy> BufferManager<P> {
         if cooled {
             self.count(Counter::ScanCooled, 1);
         }
+    }
+
+    /// Where [`Self::populate_ahead`] starts: nothing populated ahead yet, and the pool as
+    /// used now (a pool that does not grow is never populated ahead).
+    pub(crate) fn populate_from_here(&self) -> PopulateAhead {
+        let fresh = self.fresh.load(Ordering::Acquire);
+        PopulateAhead {
+            populated: fresh,
+            seen: fresh,
+        }
+    }
+
+    /// Populates the memory of the never-used frames to be handed out next (see
+    /// [`Pool::populate`]) while the pool grows, keeping [`POPULATE_AHEAD`] bytes of them
+    /// ready (an eighth of the pool at most). The background writer calls it at every wake,
+    /// so the kernel's zeroing runs there, not in the thread that needs the frame.
+    pub(crate) fn populate_ahead(&self, state: &mut PopulateAhead) {
+        let frames = self.frame_count();
+        let ahead = (POPULATE_AHEAD.min(self.pool.mapping_len() / 8) / self.pool.stride()) as u32;
+        let fresh = self.fresh.load(Ordering::Acquire);
+        let grew = fresh != std::mem::replace(&mut state.seen, fresh);
+        // Work in steps of half the window, not a few frames per wake.
+        if !grew || state.populated >= frames || state.populated.saturating_sub(fresh) > ahead / 2 {
+            return;
+        }
+        let end = fresh.saturating_add(ahead).min(frames);
+        let start = state.populated.max(fresh);
+        state.populated = if self.pool.populate(start..end) {
+            end
+        } else {
+            frames // The kernel cannot: stop asking.
+        };
     }
 
     pub(super) fn pop_free_frame(&self) -> Option<FrameId> {

@@ -315,6 +315,44 @@ fn a_free_frame_probed_by_random_cooling_is_allocated_once_the_probe_lets_go() {
 }
 
 #[test]
+fn populating_keeps_a_window_of_unused_frames_ahead_while_the_pool_grows() {
+    let frames = 64;
+    let fixture = Fixture::new(Arc::new(MemoryStorage::new()), frames, 1, false);
+    let bm = &fixture.bm;
+    // A pool this small populates an eighth of itself ahead, in steps of half that.
+    let window = frames / 8;
+    let fresh = || bm.fresh.load(Ordering::Acquire);
+    let mut state = bm.populate_from_here();
+    let mut child = 1;
+    let mut grow = |until: &dyn Fn() -> bool| {
+        while !until() {
+            child += 1;
+            fixture.add_child(child).unwrap();
+        }
+    };
+    bm.populate_ahead(&mut state);
+    assert_eq!(state.populated, fresh(), "not while the pool does not grow");
+    let used = fresh();
+    grow(&|| fresh() > used);
+    bm.populate_ahead(&mut state);
+    assert_eq!(state.populated, fresh() + window);
+    let used = fresh();
+    grow(&|| fresh() > used);
+    bm.populate_ahead(&mut state);
+    assert_eq!(state.populated, used + window, "nothing to do yet");
+    grow(&|| state.populated - fresh() <= window / 2);
+    bm.populate_ahead(&mut state);
+    assert_eq!(
+        state.populated,
+        fresh() + window,
+        "the window moved with the pool"
+    );
+    grow(&|| fresh() + window >= frames);
+    bm.populate_ahead(&mut state);
+    assert_eq!(state.populated, frames, "never past the pool");
+}
+
+#[test]
 fn concurrent_evictors_fill_the_cooling_stage_no_further_than_its_target() {
     let frames = 256;
     let fixture = Fixture::new(

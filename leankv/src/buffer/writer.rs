@@ -3,7 +3,8 @@
 //!
 //! It holds only a weak reference to the buffer manager and stops when told to (on close) or
 //! when the manager is gone. Write errors are left for eviction to meet and report: the page
-//! simply stays dirty.
+//! simply stays dirty. At each wake it also populates the memory of the frames to be used next
+//! ([`BufferManager::populate_ahead`]).
 
 use super::policy::Policy;
 use super::BufferManager;
@@ -73,6 +74,8 @@ impl Drop for BackgroundWriter {
 fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
     // Dirty pages cooled as of the last round.
     let mut cooled = 0;
+    // How far populating the pool ahead of its use got (from the first wake on).
+    let mut populate = None;
     loop {
         let woken = {
             let mut state = signal.state.lock();
@@ -87,6 +90,8 @@ fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
         let Some(manager) = manager.upgrade() else {
             return;
         };
+        let populate = populate.get_or_insert_with(|| manager.populate_from_here());
+        manager.populate_ahead(populate);
         // Skip a round while no dirty page has cooled since the last, unless eviction met
         // dirty pages: a read-only workload beyond memory then pays nothing for the writer.
         let now = manager.dirty_pages_cooled();
