@@ -85,11 +85,13 @@ impl<P: Policy> BufferManager<P> {
         }
         let end = fresh.saturating_add(ahead).min(frames);
         let start = state.populated.max(fresh);
-        state.populated = if self.pool.populate(start..end) {
-            end
-        } else {
-            frames // The kernel cannot: stop asking.
-        };
+        match self.pool.populate(start..end) {
+            Ok(()) => state.populated = end,
+            // A kernel without the advice: stop asking.
+            Err(error) if error.raw_os_error() == Some(libc::EINVAL) => state.populated = frames,
+            // Short of memory, or interrupted: maybe at the next wake.
+            Err(_) => {}
+        }
     }
 
     pub(super) fn pop_free_frame(&self) -> Option<FrameId> {

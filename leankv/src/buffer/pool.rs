@@ -119,29 +119,34 @@ impl Pool {
 
     /// Backs the memory of frames `frames` (clamped to the pool) with zeroed pages now, as a
     /// first write would, without writing anything: the threads that use them later do not
-    /// stop for the kernel. Returns false if the kernel cannot (before Linux 5.14, or short of
-    /// memory; nothing is lost: the first write faults as before). Does nothing to a file's
-    /// mapping.
-    pub(crate) fn populate(&self, frames: std::ops::Range<FrameId>) -> bool {
+    /// stop for the kernel. Fails if the kernel cannot (`EINVAL` before Linux 5.14; `ENOMEM`
+    /// when short of memory): nothing is lost, the first write faults as before. Does nothing
+    /// to a file's mapping.
+    pub(crate) fn populate(&self, frames: std::ops::Range<FrameId>) -> std::io::Result<()> {
         const OS_PAGE: usize = 4096;
         if !self.anonymous {
-            return true;
+            return Ok(());
         }
         let start = (frames.start.min(self.frames) as usize * self.stride) / OS_PAGE * OS_PAGE;
         let end = (frames.end.min(self.frames) as usize * self.stride).min(self.mapping_len);
         if start >= end {
-            return true;
+            return Ok(());
         }
         // SAFETY: `start` is page-aligned and `start..end` lies inside the mapping (clamped
         // above); populating changes no contents (pages already present stay as they are,
         // others become zero pages as the mapping's untouched memory reads), so it races with
         // nothing that threads do to frames in the range.
-        unsafe {
+        let done = unsafe {
             libc::madvise(
                 self.base.add(start).cast(),
                 end - start,
                 libc::MADV_POPULATE_WRITE,
             ) == 0
+        };
+        if done {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
         }
     }
 
@@ -263,12 +268,11 @@ mod tests {
             page.set_u64(offset, offset as u64 + 1);
         }
         drop(guard);
-        assert!(pool.populate(0..frames));
-        assert!(
-            pool.populate(frames - 2..frames + 100),
-            "clamped to the pool"
-        );
-        assert!(pool.populate(frames + 1..frames + 5), "nothing to do");
+        pool.populate(0..frames).unwrap();
+        pool.populate(frames - 2..frames + 100)
+            .expect("clamped to the pool");
+        pool.populate(frames + 1..frames + 5)
+            .expect("nothing to do");
         for id in 0..frames {
             let page = pool.page(id);
             for offset in (0..16384).step_by(512) {
