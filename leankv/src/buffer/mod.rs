@@ -141,7 +141,8 @@ pub(crate) struct BufferManager<P: Policy> {
     /// Pages deleted while an image of theirs was being written, with their frames: their ids
     /// are handed out again only once that write has landed (see `delete_page`).
     deleted_while_writing: Mutex<Vec<(FrameId, u64)>>,
-    /// Frames `fresh..frames` have never been used (and cost no memory yet).
+    /// Frames `fresh..frames` have never been used (and cost no memory unless populated ahead:
+    /// see `BufferManager::populate_ahead`).
     fresh: AtomicU32,
     page_ids: Mutex<PageIds>,
     blob_ids: blob::BlobIds,

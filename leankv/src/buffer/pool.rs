@@ -10,10 +10,11 @@
 //! Invariants: the mapping lives as long as the pool, frames are never moved, and a frame index
 //! is checked against the frame count before any address is formed, so even an index read from
 //! torn data cannot point outside the pool. The mapping is zero-filled by the kernel, and an
-//! all-zero header is a valid free frame, so untouched frames cost no memory until first used.
-//! The background writer populates the memory of the next frames to be used ahead of time
-//! ([`Pool::populate`]): the first write to an unpopulated huge page stops the thread while the
-//! kernel zeroes 2 MiB (TPC-C in memory, growing: ~6% of a worker's time).
+//! all-zero header is a valid free frame, so untouched frames cost no memory until first used
+//! or populated: while the pool grows, the background writer populates the memory of the next
+//! frames to be used ([`Pool::populate`]), since the first write to an unpopulated huge page
+//! stops the thread while the kernel zeroes 2 MiB (TPC-C in memory, growing: ~6% of a worker's
+//! time).
 
 use super::frame::{Frame, FrameId, FRAME_HEADER_AREA};
 use super::page::{PageMut, PageView};
@@ -26,8 +27,11 @@ pub(crate) struct Pool {
     stride: usize,
     page_size: usize,
     frames: u32,
-    /// Anonymous memory (not a file's): what [`Pool::populate`] applies to.
-    anonymous: bool,
+    /// Anonymous memory (not a file's) not populated at creation: what [`Pool::populate`]
+    /// applies to.
+    populate_on_demand: bool,
+    /// The OS's page size (what `madvise` aligns to).
+    os_page: usize,
 }
 
 // SAFETY: the pool only hands out shared references to frame headers (all atomics) and page
@@ -113,26 +117,32 @@ impl Pool {
             stride,
             page_size,
             frames,
-            anonymous: file.is_none(),
+            populate_on_demand: file.is_none() && !prefault,
+            // SAFETY: `sysconf` has no preconditions.
+            os_page: usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+                .ok()
+                .filter(|size| size.is_power_of_two())
+                .unwrap_or(4096),
         })
     }
 
     /// Backs the memory of frames `frames` (clamped to the pool) with zeroed pages now, as a
     /// first write would, without writing anything: the threads that use them later do not
-    /// stop for the kernel. Fails if the kernel cannot (`EINVAL` before Linux 5.14; `ENOMEM`
-    /// when short of memory): nothing is lost, the first write faults as before. Does nothing
-    /// to a file's mapping.
+    /// stop for the kernel. Under memory pressure the kernel reclaims for it as for a first
+    /// write; it fails where the kernel cannot (`EINVAL` before Linux 5.14, `ENOMEM` when
+    /// memory is short, `EINTR`), and the first write then faults as before. Does nothing to a
+    /// file's mapping or a pool populated at creation.
     pub(crate) fn populate(&self, frames: std::ops::Range<FrameId>) -> std::io::Result<()> {
-        const OS_PAGE: usize = 4096;
-        if !self.anonymous {
+        if !self.populate_on_demand {
             return Ok(());
         }
-        let start = (frames.start.min(self.frames) as usize * self.stride) / OS_PAGE * OS_PAGE;
+        let start = (frames.start.min(self.frames) as usize * self.stride) & !(self.os_page - 1);
         let end = (frames.end.min(self.frames) as usize * self.stride).min(self.mapping_len);
         if start >= end {
             return Ok(());
         }
-        // SAFETY: `start` is page-aligned and `start..end` lies inside the mapping (clamped
+        // SAFETY: `start` is aligned to the OS's page size (as `base` is: mmap returned it),
+        // and `start..end` lies inside the mapping (clamped
         // above); populating changes no contents (pages already present stay as they are,
         // others become zero pages as the mapping's untouched memory reads), so it races with
         // nothing that threads do to frames in the range.
@@ -258,9 +268,23 @@ mod tests {
         }
     }
 
+    /// Whether every OS page holding frames `frames` of `pool` is resident.
+    fn resident(pool: &Pool, frames: std::ops::Range<FrameId>) -> bool {
+        let start = (frames.start as usize * pool.stride) & !(pool.os_page - 1);
+        let end = frames.end as usize * pool.stride;
+        let mut pages = vec![0u8; (end - start).div_ceil(pool.os_page)];
+        // SAFETY: `start..end` lies inside the mapping, `start` page-aligned; `pages` has a
+        // byte for each page of the range.
+        let done = unsafe {
+            libc::mincore(pool.base.add(start).cast(), end - start, pages.as_mut_ptr()) == 0
+        };
+        assert!(done, "mincore: {}", std::io::Error::last_os_error());
+        pages.iter().all(|page| page & 1 == 1)
+    }
+
     #[test]
-    fn populating_changes_no_contents() {
-        let frames = 64;
+    fn populating_makes_frames_resident_and_changes_no_contents() {
+        let frames = 256;
         let pool = Pool::new(frames, 16384, false, None).unwrap();
         let mut guard = pool.frame(3).latch.lock_exclusive();
         let mut page = pool.page_mut(3, &mut guard);
@@ -268,11 +292,24 @@ mod tests {
             page.set_u64(offset, offset as u64 + 1);
         }
         drop(guard);
+        assert!(
+            !resident(&pool, 200..240),
+            "untouched memory is not resident"
+        );
+        match pool.populate(200..240) {
+            Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                eprintln!("this kernel cannot populate (before Linux 5.14?): nothing to test");
+                return;
+            }
+            done => done.unwrap(),
+        }
+        assert!(resident(&pool, 200..240));
         pool.populate(0..frames).unwrap();
         pool.populate(frames - 2..frames + 100)
             .expect("clamped to the pool");
         pool.populate(frames + 1..frames + 5)
             .expect("nothing to do");
+        assert!(resident(&pool, 0..frames));
         for id in 0..frames {
             let page = pool.page(id);
             for offset in (0..16384).step_by(512) {
@@ -280,5 +317,19 @@ mod tests {
                 assert_eq!(page.u64(offset), expected, "frame {id} at {offset}");
             }
         }
+    }
+
+    #[test]
+    fn a_prefaulted_pool_is_resident_and_a_files_pages_are_left_to_the_kernel() {
+        let prefaulted = Pool::new(16, 16384, true, None).unwrap();
+        assert!(resident(&prefaulted, 0..16));
+        prefaulted.populate(0..16).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mapped = Pool::new(16, 16384, false, Some(&dir.path().join("pool"))).unwrap();
+        mapped.populate(0..16).unwrap();
+        assert!(
+            !resident(&mapped, 0..16),
+            "a file's pages are left to the kernel"
+        );
     }
 }
