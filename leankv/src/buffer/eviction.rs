@@ -16,10 +16,6 @@ const MAX_DEPTH: usize = 64;
 
 /// Bytes of never-used frames whose memory [`BufferManager::populate_ahead`] keeps populated.
 pub(super) const POPULATE_AHEAD: usize = 64 << 20;
-/// Most bytes it populates per call: the kernel holds the process's memory map shared meanwhile
-/// (other threads' `mmap`s wait), and the background writer checks for a stop between calls.
-/// At one call per 10 ms this keeps up with growth of 800 MB/s.
-pub(super) const POPULATE_STEP: usize = 8 << 20;
 
 /// How far [`BufferManager::populate_ahead`] got: frames below `populated` have their memory,
 /// and the count of frames ever used was `seen` at its last call.
@@ -75,25 +71,25 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Populates the memory of the never-used frames to be handed out next (see
-    /// [`Pool::populate`]) while the pool grows, up to [`POPULATE_AHEAD`] bytes of them (an
-    /// eighth of the pool at most), [`POPULATE_STEP`] bytes per call. The background writer
-    /// calls it at every wake, so the kernel's zeroing runs there, not in the thread that needs
-    /// the frame. Once the kernel refuses (no such advice, or memory short), it stops for good:
-    /// populating ahead is worth no memory pressure.
+    /// [`Pool::populate`]) while the pool grows, keeping up to [`POPULATE_AHEAD`] bytes of them
+    /// ready (an eighth of the pool at most), topped up once half of it is used. The background
+    /// writer calls it at every wake, so the kernel's zeroing runs there, not in the thread that
+    /// needs the frame. Once the kernel refuses (no such advice, or memory short), it stops for
+    /// good: populating ahead is worth no memory pressure.
     pub(crate) fn populate_ahead(&self, state: &mut PopulateAhead) {
         let frames = self.frame_count();
-        let stride = self.pool.stride();
-        let ahead = (POPULATE_AHEAD.min(self.pool.mapping_len() / 8) / stride) as u32;
-        let step = (POPULATE_STEP / stride).max(1) as u32;
+        let ahead = (POPULATE_AHEAD.min(self.pool.mapping_len() / 8) / self.pool.stride()) as u32;
         let fresh = self.fresh.load(Ordering::Acquire);
         let grew = fresh != std::mem::replace(&mut state.seen, fresh);
-        let target = fresh.saturating_add(ahead).min(frames);
-        let start = state.populated.max(fresh);
-        if !grew || start >= target {
+        // In batches of half the window or more, not a little at every wake: topping up ~8 MiB
+        // per wake cost TPC-C 1 thread 6% and raised its p99 by a fifth against no populating
+        // at all, where batches gained 10% (the madvise holds the process's memory map shared
+        // for its length: a few ms per batch).
+        if !grew || state.populated >= frames || state.populated.saturating_sub(fresh) > ahead / 2 {
             return;
         }
-        let end = start.saturating_add(step).min(target);
-        match self.pool.populate(start..end) {
+        let end = fresh.saturating_add(ahead).min(frames);
+        match self.pool.populate(state.populated.max(fresh)..end) {
             Ok(()) => state.populated = end,
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => state.populated = frames,
