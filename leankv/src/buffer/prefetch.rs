@@ -292,7 +292,6 @@ impl<P: Policy> BufferManager<P> {
         }
         let bytes = &mut buffer[..run.len() * page_size];
         let read = self.storage.read_at(bytes, first * page_size as u64);
-        let mut loaded = 0;
         for (index, (page_id, in_flight)) in run.iter().enumerate() {
             let page = &bytes[index * page_size..(index + 1) * page_size];
             let frame = match &read {
@@ -306,9 +305,11 @@ impl<P: Policy> BufferManager<P> {
                 }),
                 Err(_) => None,
             };
-            loaded += u64::from(frame.is_some());
+            // Counted before the page is published: whoever finds it sees its read counted.
+            if frame.is_some() {
+                self.count(Counter::PrefetchReads, 1);
+            }
             self.end_read(*page_id, in_flight, frame);
         }
-        self.count(Counter::PrefetchReads, loaded);
     }
 }
