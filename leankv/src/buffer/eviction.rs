@@ -83,7 +83,7 @@ impl<P: Policy> BufferManager<P> {
         let grew = fresh != std::mem::replace(&mut state.seen, fresh);
         // In batches of half the window or more, not a little at every wake: topping up ~8 MiB
         // per wake cost TPC-C 1 thread 6% and raised its p99 by a fifth against no populating
-        // at all, where batches gained 10% (the madvise holds the process's memory map shared
+        // at all, where batches gained 9% (the madvise holds the process's memory map shared
         // for its length: a few ms per batch).
         if !grew || state.populated >= frames || state.populated.saturating_sub(fresh) > ahead / 2 {
             return;
