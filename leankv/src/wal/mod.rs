@@ -42,6 +42,7 @@
 mod chunks;
 mod decode;
 mod group;
+mod patch;
 mod reader;
 pub(crate) mod record;
 mod staging;
@@ -50,12 +51,13 @@ mod tests;
 mod writer;
 
 pub(crate) use decode::Outline;
+pub(crate) use patch::ChangedRanges;
 #[cfg(test)]
 pub(crate) use reader::records_from;
 pub(crate) use reader::{read_log, reread_log, LogEnd, LogScan};
 pub(crate) use record::{
-    Before, BeforeRef, ChangedRanges, FillImage, FrameWriter, LeafChange, LeafOp, RangeRemoval,
-    RangeStep, Record, Split,
+    Before, BeforeRef, FillImage, FrameWriter, LeafChange, LeafOp, RangeRemoval, RangeStep, Record,
+    Split,
 };
 pub(crate) use staging::{Logged, StagingSlot};
 pub(crate) use writer::Tail;

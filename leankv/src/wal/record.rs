@@ -46,6 +46,7 @@
 //! end][len][bytes]` and, in a batch (before tag 3), the range's old bytes; then the before
 //! value (`[len][bytes]`) if tagged 2, then the image.
 
+use super::patch::ChangedRanges;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -273,77 +274,6 @@ impl<'a> LeafOp<'a> {
             LeafOp::Remove { .. } => keys.fetch_sub(1, Ordering::Relaxed),
             LeafOp::Put { added: false, .. } | LeafOp::Patch { .. } => return,
         };
-    }
-}
-
-/// The byte ranges in which a rewritten value differs from the one it replaced.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ChangedRanges {
-    ranges: [(u32, u32); MAX_PATCH_RANGES],
-    count: usize,
-}
-
-/// A patch with more ranges than this logs the whole value instead.
-const MAX_PATCH_RANGES: usize = 8;
-/// Unchanged runs shorter than this join the ranges around them (a range costs ~3 bytes).
-const PATCH_MERGE_GAP: usize = 4;
-
-impl ChangedRanges {
-    /// The ranges of `new` that differ from `old` (same length), if logging them is cheaper
-    /// than logging `new` whole.
-    pub(crate) fn between(old: &[u8], new: &[u8]) -> Option<ChangedRanges> {
-        debug_assert_eq!(old.len(), new.len());
-        let len = new.len();
-        // A value mostly rewritten (a new value rather than a few fields updated) is logged
-        // whole: found by comparing words, before the byte-exact pass.
-        let word = |bytes: &[u8]| u64::from_ne_bytes(bytes.try_into().expect("8 bytes"));
-        let most_words = len / 16;
-        let changed_words = old
-            .chunks_exact(8)
-            .zip(new.chunks_exact(8))
-            .filter(|(old, new)| word(old) != word(new))
-            .take(most_words + 1)
-            .count();
-        if changed_words > most_words {
-            return None;
-        }
-        let mut changed = ChangedRanges::default();
-        let mut bytes = 0;
-        let mut at = 0;
-        loop {
-            while at + 8 <= len && old[at..at + 8] == new[at..at + 8] {
-                at += 8;
-            }
-            while at < len && old[at] == new[at] {
-                at += 1;
-            }
-            if at == len {
-                break;
-            }
-            let start = at;
-            let mut end = at + 1;
-            let mut probe = end;
-            while probe < len && probe - end < PATCH_MERGE_GAP {
-                if old[probe] != new[probe] {
-                    end = probe + 1;
-                }
-                probe += 1;
-            }
-            if changed.count == MAX_PATCH_RANGES {
-                return None;
-            }
-            changed.ranges[changed.count] = (start as u32, (end - start) as u32);
-            changed.count += 1;
-            bytes += end - start + 3;
-            at = end;
-        }
-        (bytes < len).then_some(changed)
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
-        self.ranges[..self.count]
-            .iter()
-            .map(|&(offset, len)| (offset as usize, len as usize))
     }
 }
 
@@ -603,7 +533,7 @@ pub(crate) fn leaf_payload(
         } => {
             bytes(out, key);
             varint(out, value.len() as u64);
-            varint(out, changed.count as u64);
+            varint(out, changed.len() as u64);
             let mut previous_end = 0;
             for (offset, len) in changed.iter() {
                 varint(out, (offset - previous_end) as u64);

@@ -1,6 +1,7 @@
 //! Tests of decoding: every record round-trips, damage is caught, bounds are enforced.
 
 use super::*;
+use crate::wal::ChangedRanges;
 
 /// Decodes the frames a [`FrameWriter`] encoded into `bytes` (stamping them first, as placed
 /// from LSN `base` on in generation 3).
@@ -277,28 +278,6 @@ fn a_checkpoint_from_before_key_counts_decodes_without_them() {
         key_counts: None,
     };
     assert_eq!(record, expected);
-}
-
-#[test]
-fn changed_ranges_are_taken_only_when_cheaper_than_the_value() {
-    let old = vec![0u8; 64];
-    assert_eq!(
-        ChangedRanges::between(&old, &old).unwrap().iter().count(),
-        0
-    );
-    let mut scattered = old.clone();
-    for at in (0..64).step_by(6) {
-        scattered[at] = 1; // 11 ranges: more than a patch takes
-    }
-    assert!(ChangedRanges::between(&old, &scattered).is_none());
-    assert!(ChangedRanges::between(&old, &[1; 64]).is_none());
-    let mut tail = old.clone();
-    tail[63] = 5;
-    let ranges: Vec<_> = ChangedRanges::between(&old, &tail)
-        .unwrap()
-        .iter()
-        .collect();
-    assert_eq!(ranges, vec![(63, 1)]);
 }
 
 #[test]
