@@ -30,12 +30,18 @@ fn cuts_out_whole_leaves_frees_their_pages_and_keeps_the_rest() {
         assert_eq!(tree.len().unwrap(), keys - removed);
         db.flush().unwrap();
         if log {
-            // Removing the keys one by one logs at least ~25 bytes per key.
+            // Removing the keys one by one logs at least ~25 bytes per key. A step logs the
+            // pages it changes and cuts out only leaves already in memory: a pool of 64 frames
+            // holds few of the ~900 leaves, so its steps are many, and how many depends on how
+            // far the read-ahead got (7.7-10.1 bytes per key in 45 runs); a pool holding them
+            // all cuts out a parent's leaves in one step (~1 byte per key).
             let logged = db.stats().log_bytes_written - log_before;
-            assert!(
-                logged < removed * 10,
-                "{logged} bytes of log for {removed} keys"
-            );
+            let bound = if frames == 64 {
+                removed * 25 / 2
+            } else {
+                removed * 2
+            };
+            assert!(logged < bound, "{logged} bytes of log for {removed} keys");
         }
         let report = db.check_integrity().unwrap();
         assert!(report.is_ok(), "{report}");
