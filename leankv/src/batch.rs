@@ -23,7 +23,7 @@
 //! and every removal it must finish, lies entirely after that checkpoint's record.
 
 use crate::blob::{BlobChanges, BlobRef};
-use crate::btree::{BTree, StoredValue};
+use crate::btree::{BTree, Stored, StoredValue};
 use crate::buffer::policy::Policy;
 use crate::error::{Error, Result};
 use crate::shared::DbShared;
@@ -189,15 +189,17 @@ pub(crate) fn write<P: Policy>(
         for op in &batch.ops {
             match apply(op, id) {
                 Ok((_, before)) => {
-                    if let Some(blob) = large(db, before.as_ref()) {
+                    if let Some(blob) = large(db, before.as_ref().map(StoredValue::as_stored)) {
                         blobs.dropped(blob);
                     }
                     replaced.push(before);
                 }
                 Err(error) => {
                     let done = batch.ops[..replaced.len()].iter().zip(&replaced).rev();
-                    let done = done
-                        .map(|(op, before)| (&*op.tree.handle.tree, &op.key[..], before.as_ref()));
+                    let done = done.map(|(op, before)| {
+                        let before = before.as_ref().map(StoredValue::as_stored);
+                        (&*op.tree.handle.tree, &op.key[..], before)
+                    });
                     abort(db, done, id, blobs);
                     return Err(error);
                 }
@@ -220,7 +222,7 @@ fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredVa
 }
 
 /// The large value `value` references, if it is one.
-pub(crate) fn large<P: Policy>(db: &DbShared<P>, value: Option<&StoredValue>) -> Option<BlobRef> {
+pub(crate) fn large<P: Policy>(db: &DbShared<P>, value: Option<Stored<'_>>) -> Option<BlobRef> {
     value?.large_value(db.bm.page_size())
 }
 
@@ -232,7 +234,7 @@ pub(crate) fn large<P: Policy>(db: &DbShared<P>, value: Option<&StoredValue>) ->
 /// batch) and the next open rolls the batch back.
 pub(crate) fn abort<'a, P: Policy + 'a>(
     db: &DbShared<P>,
-    changes: impl Iterator<Item = (&'a BTree<P>, &'a [u8], Option<&'a StoredValue>)>,
+    changes: impl Iterator<Item = (&'a BTree<P>, &'a [u8], Option<Stored<'a>>)>,
     batch: u64,
     mut blobs: BlobChanges,
 ) {
@@ -258,7 +260,7 @@ pub(crate) fn undo_failed<P: Policy>(db: &DbShared<P>) {
 /// replaces and puts back; returns whether everything was restored.
 fn roll_back<'a, P: Policy + 'a>(
     db: &DbShared<P>,
-    changes: impl Iterator<Item = (&'a BTree<P>, &'a [u8], Option<&'a StoredValue>)>,
+    changes: impl Iterator<Item = (&'a BTree<P>, &'a [u8], Option<Stored<'a>>)>,
     batch: u64,
     blobs: &mut BlobChanges,
 ) -> bool {
@@ -266,7 +268,7 @@ fn roll_back<'a, P: Policy + 'a>(
         // What the restore replaced.
         let restored = match before {
             Some(value) => tree
-                .insert_stored(key, value.as_stored(), None, batch)
+                .insert_stored(key, value, None, batch)
                 .map(|written| written.before),
             None => tree
                 .remove(key, batch)
@@ -274,7 +276,7 @@ fn roll_back<'a, P: Policy + 'a>(
         };
         match restored {
             Ok(replaced) => {
-                if let Some(blob) = large(db, replaced.as_ref()) {
+                if let Some(blob) = large(db, replaced.as_ref().map(StoredValue::as_stored)) {
                     blobs.dropped(blob);
                 }
                 if let Some(blob) = large(db, before) {

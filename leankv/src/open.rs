@@ -375,6 +375,7 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
                         fits
                     },
                     0,
+                    &mut Vec::new(),
                 )?;
                 if !matches!(restored, Some((true, _))) {
                     return Err(Error::corruption(

@@ -23,7 +23,7 @@
 
 use crate::batch::{self, Durability};
 use crate::blob::BlobChanges;
-use crate::btree::StoredValue;
+use crate::btree::{Stored, StoredValue};
 use crate::buffer::policy::{Lean, Policy};
 use crate::catalog;
 use crate::error::{Error, Result};
@@ -32,6 +32,7 @@ use crate::tree::Tree;
 use crate::wal::StagingSlot;
 use parking_lot::RwLockReadGuard;
 use std::cell::{Cell, RefCell};
+use std::ops::Range;
 use std::sync::Arc;
 
 thread_local! {
@@ -48,15 +49,17 @@ struct Lists {
     trees: Vec<u64>,
     changes: Vec<Change>,
     keys: Vec<u8>,
+    values: Vec<u8>,
 }
 
 /// A change: its tree's index in `trees`, where its key lies in `keys`, and the value it
-/// replaced (`None`: absent).
-type Change = (usize, std::ops::Range<usize>, Option<StoredValue>);
+/// replaced (`None`: absent): where it lies in `values` and whether it is a large-value
+/// reference.
+type Change = (usize, Range<usize>, Option<(Range<usize>, bool)>);
 
 /// Lists beyond these capacities are not kept for the next transaction.
 const KEPT_CHANGES: usize = 1 << 10;
-const KEPT_KEY_BYTES: usize = 64 << 10;
+const KEPT_BYTES: usize = 64 << 10;
 
 fn address<P: Policy>(db: &DbShared<P>) -> usize {
     db as *const DbShared<P> as usize
@@ -107,6 +110,8 @@ pub struct Transaction<'db, P: Policy = Lean> {
     changes: Vec<Change>,
     /// The changes' keys, one after another (one allocation for all of them).
     keys: Vec<u8>,
+    /// The values its changes replaced, one after another (likewise).
+    values: Vec<u8>,
     /// The large values its changes replaced or removed, freed with its commit.
     blobs: BlobChanges,
     /// Where its records wait for its commit (with the log, while a slot is free). Fields drop
@@ -133,6 +138,7 @@ impl<'db, P: Policy> Transaction<'db, P> {
             trees,
             changes,
             keys,
+            values,
         } = SPARE_LISTS.take().unwrap_or_default();
         Transaction {
             db,
@@ -140,6 +146,7 @@ impl<'db, P: Policy> Transaction<'db, P> {
             trees,
             changes,
             keys,
+            values,
             blobs: BlobChanges::default(),
             _staging: staging,
             _gate: gate,
@@ -159,7 +166,11 @@ impl<'db, P: Policy> Transaction<'db, P> {
         tree.check_value(value)?;
         let index = self.tree_index(tree)?;
         let written = tree.handle.tree.insert(key, value, self.id)?;
-        self.changed(index, key, written.before);
+        self.changed(
+            index,
+            key,
+            written.before.as_ref().map(StoredValue::as_stored),
+        );
         Ok(())
     }
 
@@ -173,7 +184,11 @@ impl<'db, P: Policy> Transaction<'db, P> {
         let Some(written) = tree.handle.tree.remove(key, self.id)? else {
             return Ok(false);
         };
-        self.changed(index, key, written.before);
+        self.changed(
+            index,
+            key,
+            written.before.as_ref().map(StoredValue::as_stored),
+        );
         Ok(true)
     }
 
@@ -191,13 +206,17 @@ impl<'db, P: Policy> Transaction<'db, P> {
         if tree.check_key(key).is_err() {
             return Ok(None);
         }
+        let (id, values) = (self.id, &mut self.values);
+        let at = values.len();
         let updated = crate::tree::with_lookup_buffer(|buffer| {
-            tree.handle.tree.update(key, buffer, modify, self.id)
+            tree.handle.tree.update(key, buffer, modify, id, values)
         });
-        let Some((result, written)) = updated? else {
-            return Ok(None);
+        let Ok(Some((result, _))) = updated else {
+            self.values.truncate(at);
+            return updated.map(|_| None);
         };
-        self.changed(index, key, written.before);
+        // The value replaced is in `values` already (never a large one).
+        self.note(index, key, Some((at..self.values.len(), false)));
         Ok(Some(result))
     }
 
@@ -234,10 +253,21 @@ impl<'db, P: Policy> Transaction<'db, P> {
     }
 
     /// Notes a change to `key` of tree `index` that replaced `before`.
-    fn changed(&mut self, index: usize, key: &[u8], before: Option<StoredValue>) {
-        if let Some(blob) = batch::large(self.db, before.as_ref()) {
+    fn changed(&mut self, index: usize, key: &[u8], before: Option<Stored<'_>>) {
+        if let Some(blob) = batch::large(self.db, before) {
             self.blobs.dropped(blob);
         }
+        let before = before.map(|value| {
+            let at = self.values.len();
+            self.values.extend_from_slice(value.bytes);
+            (at..self.values.len(), value.blob)
+        });
+        self.note(index, key, before);
+    }
+
+    /// Notes a change to `key` of tree `index` whose replaced value is in `values` at
+    /// `before`.
+    fn note(&mut self, index: usize, key: &[u8], before: Option<(Range<usize>, bool)>) {
         let at = self.keys.len();
         self.keys.extend_from_slice(key);
         self.changes.push((index, at..self.keys.len(), before));
@@ -272,10 +302,14 @@ impl<'db, P: Policy> Transaction<'db, P> {
             batch::undo_failed(self.db);
             return;
         };
-        let keys = &self.keys;
+        let (keys, values) = (&self.keys, &self.values);
         let undone = changes.iter().rev().filter_map(|(index, key, before)| {
             let tree = handles[*index].as_ref()?;
-            Some((&*tree.handle.tree, &keys[key.clone()], before.as_ref()))
+            let before = before.as_ref().map(|(at, blob)| Stored {
+                bytes: &values[at.clone()],
+                blob: *blob,
+            });
+            Some((&*tree.handle.tree, &keys[key.clone()], before))
         });
         batch::abort(self.db, undone, self.id, blobs);
     }
@@ -293,15 +327,20 @@ impl<P: Policy> Drop for Transaction<'_, P> {
                 open.swap_remove(at);
             }
         });
-        if self.changes.capacity() <= KEPT_CHANGES && self.keys.capacity() <= KEPT_KEY_BYTES {
+        if self.changes.capacity() <= KEPT_CHANGES
+            && self.keys.capacity() <= KEPT_BYTES
+            && self.values.capacity() <= KEPT_BYTES
+        {
             let mut lists = Lists {
                 trees: std::mem::take(&mut self.trees),
                 changes: std::mem::take(&mut self.changes),
                 keys: std::mem::take(&mut self.keys),
+                values: std::mem::take(&mut self.values),
             };
             lists.trees.clear();
             lists.changes.clear();
             lists.keys.clear();
+            lists.values.clear();
             // `try_with`: a transaction dropped while the thread's locals are torn down.
             let _ = SPARE_LISTS.try_with(|spare| spare.set(Some(lists)));
         }

@@ -249,12 +249,16 @@ impl<P: Policy> Tree<P> {
         let db = &self.handle.db;
         let updated = if self.may_exist(key) {
             db.admit()?;
-            with_lookup_buffer(|buffer| self.handle.tree.update(key, buffer, modify, 0))?
+            with_lookup_buffer(|buffer| {
+                // Outside a batch nothing is appended to `replaced`.
+                let replaced = &mut Vec::new();
+                self.handle.tree.update(key, buffer, modify, 0, replaced)
+            })?
         } else {
             None
         };
         // A commit that found nothing to change is durable once every commit before it is.
-        let lsn = updated.as_ref().map_or(0, |(_, written)| written.lsn);
+        let lsn = updated.as_ref().map_or(0, |&(_, lsn)| lsn);
         db.commit_durability(lsn, db.durability)?;
         Ok(updated.map(|(result, _)| result))
     }

@@ -42,6 +42,7 @@ mod split;
 
 pub(crate) use conditional::Decision;
 use descend::ParentAndChild;
+pub(crate) use node::Stored;
 pub(crate) use remove_range::beyond;
 pub(crate) use scan::{LeafBatch, ScanFrom};
 
@@ -56,7 +57,7 @@ use crate::io::page::PageType;
 use crate::key_count::{KeyCount, KeyCounts};
 use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use crate::wal::{BeforeRef, ChangedRanges, LeafOp, RangeStep};
-use node::{entry_size, Bound, Node, NodeMut, Stored};
+use node::{entry_size, Bound, Node, NodeMut};
 use split::{Incoming, Separator, SplitPlan};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -107,12 +108,12 @@ pub(crate) fn stored_blob(reference: &[u8]) -> Stored<'_> {
 
 /// How a leaf change records the value it replaced: as a batch needs it to undo the change,
 /// and always when it was a large value (whose pages the change frees once committed).
-fn before_ref(batch: u64, replaced: Option<&StoredValue>) -> BeforeRef<'_> {
+fn before_ref(batch: u64, replaced: Option<Stored<'_>>) -> BeforeRef<'_> {
     match (batch, replaced) {
-        (_, Some(value)) if value.blob => BeforeRef::Blob(&value.bytes),
+        (_, Some(value)) if value.blob => BeforeRef::Blob(value.bytes),
         (0, _) => BeforeRef::Unrecorded,
         (_, None) => BeforeRef::Absent,
-        (_, Some(value)) => BeforeRef::Value(&value.bytes),
+        (_, Some(value)) => BeforeRef::Value(value.bytes),
     }
 }
 

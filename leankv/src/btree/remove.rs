@@ -65,7 +65,7 @@ impl<P: Policy> BTree<P> {
             self.root_page_id,
             batch,
             LeafOp::Remove { key },
-            before_ref(batch, replaced.as_ref()),
+            before_ref(batch, replaced.as_ref().map(StoredValue::as_stored)),
             BlobChange {
                 added: None,
                 dropped: dropped.as_ref(),
