@@ -110,7 +110,8 @@ pub struct Transaction<'db, P: Policy = Lean> {
     changes: Vec<Change>,
     /// The changes' keys, one after another (one allocation for all of them).
     keys: Vec<u8>,
-    /// The values its changes replaced, one after another (likewise).
+    /// The values its changes replaced as stored (a large value as its reference), one after
+    /// another (likewise).
     values: Vec<u8>,
     /// The large values its changes replaced or removed, freed with its commit.
     blobs: BlobChanges,
@@ -206,6 +207,8 @@ impl<'db, P: Policy> Transaction<'db, P> {
         if tree.check_key(key).is_err() {
             return Ok(None);
         }
+        // Batch id 0 would append no before-image (it never is one: see `id`).
+        debug_assert_ne!(self.id, 0);
         let (id, values) = (self.id, &mut self.values);
         let at = values.len();
         let updated = crate::tree::with_lookup_buffer(|buffer| {

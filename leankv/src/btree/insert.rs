@@ -151,7 +151,11 @@ impl<P: Policy> BTree<P> {
             if !found {
                 return Ok(Ok(None));
             }
-            if let Some(blob) = leaf.stored(index).large_value(self.bm.page_size()) {
+            if leaf.is_blob(index) {
+                // Checked when the page was read: the before-image below is an inline value.
+                let Some(blob) = leaf.stored(index).large_value(self.bm.page_size()) else {
+                    return Err(self.corrupt(frame, "a large-value reference does not decode"));
+                };
                 return Ok(Err(blob.len));
             }
             value.clear();
