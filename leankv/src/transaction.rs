@@ -215,7 +215,11 @@ impl<'db, P: Policy> Transaction<'db, P> {
             tree.handle.tree.update(key, buffer, modify, id, values)
         });
         let Ok(Some((result, _))) = updated else {
-            self.values.truncate(at);
+            debug_assert_eq!(
+                self.values.len(),
+                at,
+                "only an update appends its before-image"
+            );
             return updated.map(|_| None);
         };
         // The value replaced is in `values` already (never a large one).
