@@ -294,6 +294,26 @@ fn varints_beyond_64_bits_or_10_bytes_are_refused() {
 }
 
 #[test]
+fn varints_round_trip_at_every_length() {
+    let values = (0..64)
+        .flat_map(|bit| {
+            let power = 1u64 << bit;
+            [power - 1, power, power + 1]
+        })
+        .chain([u64::MAX, 0x80, 0x3fff, 0x4000]);
+    for value in values {
+        let mut encoded = vec![0xaa];
+        varint(&mut encoded, value);
+        let expected_len = (64 - value.leading_zeros()).div_ceil(7).max(1) as usize;
+        assert_eq!(encoded.len(), 1 + expected_len, "{value:#x}");
+        let mut reader = Reader {
+            bytes: &encoded[1..],
+        };
+        assert_eq!(reader.varint(), Ok(value));
+    }
+}
+
+#[test]
 fn patches_out_of_their_value_or_without_their_batchs_old_bytes_are_refused() {
     // Flags (before tag), page 5, tree 1, batch, key "k", value length 4, one range at
     // `gap` of 2 bytes (and, tagged 3, its 2 old bytes).
