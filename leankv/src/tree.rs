@@ -570,8 +570,9 @@ impl<P: Policy> Tree<P> {
     /// How many keys the tree holds, exactly, without a scan: the tree keeps its count as
     /// writes change it, and the log and checkpoints keep it across crashes and reopens.
     ///
-    /// Cost: one atomic read. Under concurrent writes it counts every write that completed
-    /// before the call and none that starts after it; writes in flight may or may not count.
+    /// Cost: a few cache lines read (the count is kept per thread, so that writers do not
+    /// contend on it). Under concurrent writes it counts every write that completed before
+    /// the call; writes running or starting meanwhile may or may not count.
     /// (After reopening a database kept without its write-ahead log following a crash, or one
     /// written by a version before counts, the first call per tree counts it by a scan; such
     /// a count is exact if no write runs meanwhile.)

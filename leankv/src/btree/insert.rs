@@ -117,7 +117,7 @@ impl<P: Policy> BTree<P> {
                 added,
                 dropped: dropped.as_ref(),
             },
-            self.keys.counter(),
+            self.keys.stripe(),
         );
         Step::Done(Written {
             lsn,
@@ -183,7 +183,7 @@ impl<P: Policy> BTree<P> {
                 op,
                 before_ref(batch, Some(Stored::inline(&replaced[replaced_at..]))),
                 BlobChange::default(),
-                self.keys.counter(),
+                self.keys.stripe(),
             );
             Ok(Ok(Some((result, lsn))))
         })?;

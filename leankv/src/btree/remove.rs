@@ -70,7 +70,7 @@ impl<P: Policy> BTree<P> {
                 added: None,
                 dropped: dropped.as_ref(),
             },
-            self.keys.counter(),
+            self.keys.stripe(),
         );
         let written = Written {
             lsn,

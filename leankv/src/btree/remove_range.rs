@@ -422,6 +422,6 @@ impl<P: Policy> BTree<P> {
             through: through.clone(),
         };
         self.bm
-            .log_range_step(changed, freed, blobs, &step, self.keys.counter());
+            .log_range_step(changed, freed, blobs, &step, self.keys.stripe());
     }
 }

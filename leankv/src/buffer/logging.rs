@@ -36,7 +36,7 @@ pub(crate) struct BlobChange<'a> {
     /// it with its record; a batch frees it with its commit ([`BufferManager::commit`]).
     pub(crate) dropped: Option<&'a BlobRef>,
 }
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::key_count::KeyStripe;
 
 impl<P: Policy> BufferManager<P> {
     pub(crate) fn log(&self) -> Option<&Arc<Log>> {
@@ -44,7 +44,7 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Logs a leaf operation on the page in `frame`, just applied under `guard`, and changes
-    /// the tree's key count `keys` as it does; returns the end LSN of its record (0 without a
+    /// `count` (this thread's stripe of the tree's key count) as it does; returns the end LSN of its record (0 without a
     /// log, or if the record was staged: a batch's, whose commit gives the LSN to wait for).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn log_leaf(
@@ -56,11 +56,11 @@ impl<P: Policy> BufferManager<P> {
         op: LeafOp<'_>,
         before: BeforeRef<'_>,
         blobs: BlobChange<'_>,
-        keys: &AtomicU64,
+        count: &KeyStripe,
     ) -> u64 {
         let dropped = blobs.dropped.filter(|_| batch == 0);
         let Some(log) = &self.log else {
-            op.count_keys(keys);
+            op.count_keys(count);
             if let Some(dropped) = dropped {
                 self.page_ids.lock().release_extents(&dropped.extents, 0);
             }
@@ -90,7 +90,7 @@ impl<P: Policy> BufferManager<P> {
             page_lsn,
             self.page_size(),
             &mut fill,
-            keys,
+            count,
             may_stage,
         );
         let end = match logged {
@@ -133,25 +133,25 @@ impl<P: Policy> BufferManager<P> {
     /// Logs a step of a range removal as one record: `step`, the images of the pages in
     /// `changed`, the ids of the pages in `freed` (all latched exclusively by the caller, the
     /// freed ones deleted by it afterwards) and of the large values `blobs` the freed leaves
-    /// referenced, which are freed with the record. The tree's key count `keys` loses
-    /// `step.keys` as the record is appended (or at once, without a log).
+    /// referenced, which are freed with the record. This thread's stripe `count` of the tree's
+    /// key count loses `step.keys` as the record is appended (or at once, without a log).
     pub(crate) fn log_range_step(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],
         freed: &[FrameId],
         blobs: &[BlobRef],
         step: &RangeStep,
-        keys: &AtomicU64,
+        count: &KeyStripe,
     ) {
         if self.log.is_none() {
-            keys.fetch_sub(step.keys, Ordering::Relaxed);
+            count.remove(step.keys);
             let mut ids = self.page_ids.lock();
             for blob in blobs {
                 ids.release_extents(&blob.extents, 0);
             }
             return;
         }
-        self.log_structure_record(changed, freed, blobs, Shape::RangeStep(step), Some(keys));
+        self.log_structure_record(changed, freed, blobs, Shape::RangeStep(step), Some(count));
     }
 
     /// Appends batch `batch`'s commit record, which frees the large values `dropped` its
@@ -222,7 +222,8 @@ impl<P: Policy> BufferManager<P> {
 
     /// Logs a structural change as `shape` says: a split logically if recovery will hold
     /// every changed page but the first, else (and every other shape) with the images of all
-    /// changed pages. A range step's keys leave the count `keys` under the log's mutex (no
+    /// changed pages. A range step's keys leave the key count (this thread's stripe
+    /// `count`) under the log's mutex (no
     /// checkpoint record can come between); the large values `blobs` are freed with the
     /// record.
     fn log_structure_record(
@@ -231,7 +232,7 @@ impl<P: Policy> BufferManager<P> {
         freed: &[FrameId],
         blobs: &[BlobRef],
         shape: Shape<'_>,
-        keys: Option<&AtomicU64>,
+        count: Option<&KeyStripe>,
     ) {
         let Some(log) = &self.log else {
             return;
@@ -276,8 +277,8 @@ impl<P: Policy> BufferManager<P> {
                 self.page_size(),
                 |frame, image| self.copy_for_log(frame, image),
             );
-            if let (Some(step), Some(keys)) = (step, keys) {
-                keys.fetch_sub(step.keys, Ordering::Relaxed);
+            if let (Some(step), Some(count)) = (step, count) {
+                count.remove(step.keys);
             }
         });
         for (page_id, _) in &pages {

@@ -66,6 +66,7 @@ use chunks::{Appender, Chunk};
 
 use crate::error::{Error, Result};
 use crate::io::{Storage, IO_ALIGNMENT};
+use crate::key_count::KeyStripe;
 use crate::sync::append_ring::{AppendRing, RingControl};
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -284,8 +285,8 @@ impl Log {
 
     /// Logs a leaf record: `change` to a page whose last change ended at `page_lsn`, with the
     /// page's image (`fill` writes it, `page_size` bytes) if the page's last change lies at or
-    /// before the image threshold, and changes the tree's key count `keys` as the operation
-    /// does (see `begin_checkpoint`). A record of a batch whose thread holds a slot is staged
+    /// before the image threshold, and counts the key the operation adds or removes in `count`
+    /// (this thread's stripe of the tree's key count) (see `begin_checkpoint`). A record of a batch whose thread holds a slot is staged
     /// if `may_stage` (see `staging`; the count changes at once); any other is encoded and
     /// checksummed, then appended without the log's mutex, the count changed once its place
     /// is reserved.
@@ -295,12 +296,12 @@ impl Log {
         page_lsn: u64,
         page_size: usize,
         fill: &mut FillImage<'_>,
-        keys: &AtomicU64,
+        count: &KeyStripe,
         may_stage: bool,
     ) -> Logged {
         if may_stage && change.batch != 0 {
             if let Some(staged) = self.stage_leaf(change, page_lsn, page_size, fill) {
-                change.op.count_keys(keys);
+                change.op.count_keys(count);
                 return staged;
             }
         }
@@ -318,7 +319,7 @@ impl Log {
                 let tag = (!imaged).then_some(threshold);
                 match self
                     .inner
-                    .append_frames(frame, tag, || change.op.count_keys(keys))
+                    .append_frames(frame, tag, || change.op.count_keys(count))
                 {
                     Ok(end) => return Logged::Appended(end),
                     // A checkpoint began meanwhile: the change may need the page's image.

@@ -47,8 +47,8 @@
 //! value (`[len][bytes]`) if tagged 2, then the image.
 
 use super::patch::ChangedRanges;
+use crate::key_count::KeyStripe;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of a frame header.
 pub(crate) const FRAME_HEADER: usize = 24;
@@ -266,14 +266,14 @@ impl<'a> LeafOp<'a> {
         }
     }
 
-    /// Changes its tree's key count `keys` as the operation does (most change nothing, and
-    /// touch no shared cache line then).
-    pub(crate) fn count_keys(&self, keys: &AtomicU64) {
+    /// Counts the key the operation adds or removes in `stripe`, this thread's stripe of its
+    /// tree's key count (most operations change no count).
+    pub(crate) fn count_keys(&self, stripe: &KeyStripe) {
         match self {
-            LeafOp::Put { added: true, .. } => keys.fetch_add(1, Ordering::Relaxed),
-            LeafOp::Remove { .. } => keys.fetch_sub(1, Ordering::Relaxed),
-            LeafOp::Put { added: false, .. } | LeafOp::Patch { .. } => return,
-        };
+            LeafOp::Put { added: true, .. } => stripe.add(1),
+            LeafOp::Remove { .. } => stripe.remove(1),
+            LeafOp::Put { added: false, .. } | LeafOp::Patch { .. } => {}
+        }
     }
 }
 
