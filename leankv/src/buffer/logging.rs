@@ -44,8 +44,9 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// Logs a leaf operation on the page in `frame`, just applied under `guard`, and changes
-    /// `count` (this thread's stripe of the tree's key count) as it does; returns the end LSN of its record (0 without a
-    /// log, or if the record was staged: a batch's, whose commit gives the LSN to wait for).
+    /// `count`, this thread's stripe of the tree's key count, as it does; returns the end LSN
+    /// of its record (0 without a log, or if the record was staged: a batch's, whose commit
+    /// gives the LSN to wait for).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn log_leaf(
         &self,
@@ -222,10 +223,9 @@ impl<P: Policy> BufferManager<P> {
 
     /// Logs a structural change as `shape` says: a split logically if recovery will hold
     /// every changed page but the first, else (and every other shape) with the images of all
-    /// changed pages. A range step's keys leave the key count (this thread's stripe
-    /// `count`) under the log's mutex (no
-    /// checkpoint record can come between); the large values `blobs` are freed with the
-    /// record.
+    /// changed pages. A range step's keys leave the key count (`count`, this thread's stripe)
+    /// under the log's mutex (no checkpoint record can come between); the large values `blobs`
+    /// are freed with the record.
     fn log_structure_record(
         &self,
         changed: &mut [(FrameId, &mut ExclusiveGuard<'_>)],

@@ -285,11 +285,11 @@ impl Log {
 
     /// Logs a leaf record: `change` to a page whose last change ended at `page_lsn`, with the
     /// page's image (`fill` writes it, `page_size` bytes) if the page's last change lies at or
-    /// before the image threshold, and counts the key the operation adds or removes in `count`
-    /// (this thread's stripe of the tree's key count) (see `begin_checkpoint`). A record of a batch whose thread holds a slot is staged
-    /// if `may_stage` (see `staging`; the count changes at once); any other is encoded and
-    /// checksummed, then appended without the log's mutex, the count changed once its place
-    /// is reserved.
+    /// before the image threshold, and counts the key the operation adds or removes in `count`,
+    /// this thread's stripe of the tree's key count (see `begin_checkpoint`). A record of a
+    /// batch whose thread holds a slot is staged if `may_stage` (see `staging`; the count
+    /// changes at once); any other is encoded and checksummed, then appended without the log's
+    /// mutex, the count changed once its place is reserved.
     pub(crate) fn append_leaf(
         &self,
         change: LeafChange<'_>,
