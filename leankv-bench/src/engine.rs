@@ -374,6 +374,16 @@ impl std::str::FromStr for PoolSize {
     }
 }
 
+/// leankv refuses shorter checkpoint intervals.
+const MIN_CHECKPOINT: u64 = 1 << 20;
+
+/// A checkpoint interval in log bytes (`256M`, `1G`): at least 1 MiB, as leankv asks.
+pub fn parse_checkpoint_interval(text: &str) -> Result<u64, String> {
+    parse_bytes(text)
+        .filter(|&bytes| bytes >= MIN_CHECKPOINT)
+        .ok_or_else(|| format!("{text:?}: expected a size of at least 1M, e.g. 256M or 1G"))
+}
+
 /// A positive size in bytes: `512M`, `2G`, `1.5GiB` (binary units, by `parse-size`).
 pub fn parse_bytes(text: &str) -> Option<u64> {
     parse_size::Config::new()

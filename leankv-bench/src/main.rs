@@ -192,10 +192,28 @@ struct RunArgs {
     /// each engine's settings in the results say what it ran with. Loads always run off.
     #[arg(long, value_enum, default_value_t = DurabilityLevel::default())]
     durability: DurabilityLevel,
+    /// Log bytes between leankv's checkpoints (256M, 1G) [default: leankv's, the pool size,
+    /// between 64 MiB and 8 GiB]. Each checkpoint writes the pages changed since the last one,
+    /// and every page's first change after it logs the page whole: shorter intervals bound
+    /// recovery tighter and cost more. Needs the log (not with --durability off).
+    #[arg(long, value_parser = engine::parse_checkpoint_interval)]
+    checkpoint_every: Option<u64>,
     /// leankv's page size for new databases: a power of two from 4K to 64K (loads are kept
     /// per page size).
     #[arg(long, default_value = "16K", value_parser = engine::parse_page_size)]
     page_size: usize,
+}
+
+impl RunArgs {
+    fn validate(&self) -> Result<()> {
+        if self.checkpoint_every.is_some() && self.durability == DurabilityLevel::Off {
+            bail!(
+                "--checkpoint-every sets the interval of leankv's write-ahead log, which \
+                 --durability off turns off"
+            );
+        }
+        Ok(())
+    }
 }
 
 #[derive(Args)]
@@ -374,6 +392,7 @@ fn default_label(kind: &str) -> String {
 }
 
 fn ycsb_suite(args: YcsbArgs) -> Result<()> {
+    args.run.validate()?;
     if args.run.threads.contains(&0) || args.cooling.iter().any(|c| !(0.0..1.0).contains(c)) {
         bail!("threads must be positive and cooling fractions in [0, 1)");
     }
@@ -397,6 +416,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         direct_io: args.common.direct_io,
         memory_cap: args.run.memory_cap,
         durability: args.run.durability,
+        checkpoint_every: args.run.checkpoint_every,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
         round: 1,
@@ -441,6 +461,7 @@ fn publish<T: serde::Serialize>(
 }
 
 fn tpcc_runs(args: TpccArgs) -> Result<()> {
+    args.run.validate()?;
     let config = tpcc::Config {
         label: args.run.label.unwrap_or_else(|| default_label("tpcc")),
         engines: args.run.engines,
@@ -456,6 +477,7 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         direct_io: args.common.direct_io,
         memory_cap: args.run.memory_cap,
         durability: args.run.durability,
+        checkpoint_every: args.run.checkpoint_every,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
         page_size: args.run.page_size,
@@ -548,6 +570,7 @@ fn headline(
         direct_io: common.direct_io,
         memory_cap: false,
         durability: DurabilityLevel::default(),
+        checkpoint_every: None,
         data_dir: common.data_dir(),
         results: common.results(),
         round: 1,
@@ -598,6 +621,29 @@ mod tests {
             Some(Command::Tpcc(tpcc)) => tpcc.run.durability,
             _ => unreachable!("only ycsb and tpcc are parsed here"),
         })
+    }
+
+    #[test]
+    fn checkpoint_interval_parses_and_needs_the_log() {
+        for command in ["ycsb", "tpcc"] {
+            let run = |args: &[&str]| {
+                let cli = Cli::try_parse_from(["leankv-bench", command].iter().chain(args))?;
+                Ok::<_, clap::Error>(match cli.command {
+                    Some(Command::Ycsb(ycsb)) => ycsb.run,
+                    Some(Command::Tpcc(tpcc)) => tpcc.run,
+                    _ => unreachable!("only ycsb and tpcc are parsed here"),
+                })
+            };
+            assert_eq!(run(&[]).unwrap().checkpoint_every, None);
+            let chosen = run(&["--checkpoint-every", "256M"]).unwrap();
+            assert_eq!(chosen.checkpoint_every, Some(256 << 20));
+            chosen.validate().unwrap();
+            let error = run(&["--checkpoint-every", "512K"]).err().expect("refused");
+            assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
+            let off = run(&["--checkpoint-every", "1G", "--durability", "off"]).unwrap();
+            let error = off.validate().unwrap_err().to_string();
+            assert!(error.contains("--durability off"), "{error}");
+        }
     }
 
     #[test]

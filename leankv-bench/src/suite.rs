@@ -47,6 +47,8 @@ pub struct Suite {
     pub memory_cap: bool,
     /// Of the measured runs (loads run with [`LOAD_DURABILITY`]).
     pub durability: DurabilityLevel,
+    /// Log bytes between leankv's checkpoints in the measured runs (`None`: leankv's default).
+    pub checkpoint_every: Option<u64>,
     pub data_dir: PathBuf,
     pub results: PathBuf,
     /// Which round of repeated runs this suite is (from 1), stored with every record.
@@ -219,7 +221,7 @@ fn run_engine(
         tables: ycsb::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: suite.durability,
-        checkpoint_every: None,
+        checkpoint_every: suite.checkpoint_every,
         page_size: suite.page_size,
     };
     let scratch = if kind.loads_per_run() {
@@ -498,6 +500,7 @@ mod tests {
             direct_io: false,
             memory_cap: false,
             durability: DurabilityLevel::default(),
+            checkpoint_every: None,
             data_dir: dir.path().join("data"),
             results: dir.path().join("results.jsonl"),
             round: 1,
@@ -523,6 +526,17 @@ mod tests {
         };
         let records = run(&small).unwrap();
         assert!(records[0].page_reads_per_s > 0.0, "{:?}", records[0]);
+        assert!(!records[0].engine_settings.contains("checkpoint every"));
+        // A checkpoint interval asked for reaches leankv and its record.
+        let checkpointed = Suite {
+            checkpoint_every: Some(4 << 20),
+            ..small.clone()
+        };
+        let settings = &run(&checkpointed).unwrap()[0].engine_settings;
+        assert!(
+            settings.contains("checkpoint every 4 MiB of log"),
+            "{settings}"
+        );
         // A second round: the summary has one line with the median of both.
         let mut rounds = records.clone();
         rounds.extend(run(&Suite { round: 2, ..small }).unwrap());

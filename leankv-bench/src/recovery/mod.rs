@@ -30,8 +30,6 @@ const LOG_FILES: [&str; 2] = ["leankv.wal-0", "leankv.wal-1"];
 const INTERVAL: Duration = Duration::from_millis(100);
 /// How long a child nobody kills (its parent died) runs past the deadline before it closes.
 const CHILD_GRACE: Duration = Duration::from_secs(60);
-/// leankv refuses shorter checkpoint intervals.
-const MIN_CHECKPOINT: u64 = 1 << 20;
 
 #[derive(Args)]
 pub struct RecoveryArgs {
@@ -52,7 +50,7 @@ pub struct RecoveryArgs {
     pool: PoolSize,
     /// Log bytes between checkpoints (256M, 1G) [default: leankv's, the pool size, at least
     /// 64 MiB].
-    #[arg(long, value_parser = parse_checkpoint)]
+    #[arg(long, value_parser = crate::engine::parse_checkpoint_interval)]
     checkpoint_every: Option<u64>,
     /// After recovery, check TPC-C's consistency conditions 1-4. Each transaction is one
     /// atomic commit and every worker owns its warehouses, so they hold after any crash: a
@@ -64,12 +62,6 @@ pub struct RecoveryArgs {
     label: Option<String>,
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-fn parse_checkpoint(text: &str) -> Result<u64, String> {
-    crate::engine::parse_bytes(text)
-        .filter(|&bytes| bytes >= MIN_CHECKPOINT)
-        .ok_or_else(|| format!("{text:?}: expected a size of at least 1M, e.g. 256M or 1G"))
 }
 
 impl RecoveryArgs {
@@ -166,6 +158,7 @@ fn tpcc_config(warehouses: u32, threads: usize, direct_io: bool, data_dir: &Path
         direct_io,
         memory_cap: false,
         durability: DurabilityLevel::default(),
+        checkpoint_every: None,
         data_dir: data_dir.to_path_buf(),
         results: PathBuf::new(),
         page_size: leankv::DEFAULT_PAGE_SIZE,

@@ -47,7 +47,7 @@ pub(super) fn run_one(
         tables: schema::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
         durability: config.durability,
-        checkpoint_every: None,
+        checkpoint_every: config.checkpoint_every,
         page_size: config.page_size,
     };
     let (engine, cap) = open_capped(kind, config.memory_cap, pool_bytes, || {

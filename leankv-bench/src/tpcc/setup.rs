@@ -44,6 +44,8 @@ pub struct Config {
     pub memory_cap: bool,
     /// Of every write a transaction makes, each its own commit (see `txn`).
     pub durability: DurabilityLevel,
+    /// Log bytes between leankv's checkpoints in the measured runs (`None`: leankv's default).
+    pub checkpoint_every: Option<u64>,
     pub data_dir: PathBuf,
     pub results: PathBuf,
     /// leankv's page size (loads are kept per page size).

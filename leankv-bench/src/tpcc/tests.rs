@@ -27,6 +27,7 @@ fn config(dir: &Path) -> Config {
         direct_io: false,
         memory_cap: false,
         durability: DurabilityLevel::Immediate,
+        checkpoint_every: None,
         data_dir: dir.join("data"),
         results: dir.join("results.jsonl"),
         page_size: leankv::DEFAULT_PAGE_SIZE,
