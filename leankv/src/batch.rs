@@ -23,7 +23,7 @@
 //! and every removal it must finish, lies entirely after that checkpoint's record.
 
 use crate::blob::{BlobChanges, BlobRef};
-use crate::btree::{BTree, Stored, StoredValue};
+use crate::btree::{BTree, Replaced, Stored};
 use crate::buffer::policy::Policy;
 use crate::error::{Error, Result};
 use crate::shared::DbShared;
@@ -168,14 +168,14 @@ pub(crate) fn write<P: Policy>(
     let Some(log) = db.bm.log() else {
         // Without a log there is nothing to be atomic against: apply in order.
         for op in &batch.ops {
-            apply(op, 0)?;
+            apply(op, 0, &mut Vec::new())?;
         }
         return Ok(());
     };
     if let [op] = &batch.ops[..] {
         // One change is atomic by itself: it is logged as a single operation, without a batch
         // id, before-image or commit record.
-        let (lsn, _) = apply(op, 0)?;
+        let (lsn, _) = apply(op, 0, &mut Vec::new())?;
         return db.commit_durability(lsn, durability);
     }
     let end = {
@@ -183,13 +183,16 @@ pub(crate) fn write<P: Policy>(
         let id = log.next_batch();
         // Its records wait for the commit (see `wal/staging.rs`); released before the gate.
         let _staging = log.stage_batch(&_gate);
+        // The values the changes replaced (`None`: absent), in one list.
         let mut replaced = Vec::with_capacity(batch.ops.len());
+        let mut values = Vec::new();
         // The large values the batch replaced or removed are freed with its commit.
         let mut blobs = BlobChanges::default();
         for op in &batch.ops {
-            match apply(op, id) {
+            match apply(op, id, &mut values) {
                 Ok((_, before)) => {
-                    if let Some(blob) = large(db, before.as_ref().map(StoredValue::as_stored)) {
+                    let stored = before.as_ref().map(|before| before.stored(&values));
+                    if let Some(blob) = large(db, stored) {
                         blobs.dropped(blob);
                     }
                     replaced.push(before);
@@ -197,7 +200,7 @@ pub(crate) fn write<P: Policy>(
                 Err(error) => {
                     let done = batch.ops[..replaced.len()].iter().zip(&replaced).rev();
                     let done = done.map(|(op, before)| {
-                        let before = before.as_ref().map(StoredValue::as_stored);
+                        let before = before.as_ref().map(|before| before.stored(&values));
                         (&*op.tree.handle.tree, &op.key[..], before)
                     });
                     abort(db, done, id, blobs);
@@ -211,12 +214,17 @@ pub(crate) fn write<P: Policy>(
 }
 
 /// Applies one change as part of `batch` (0: on its own); returns the end LSN of its record
-/// (0: none written) and, in a batch, the value it replaced (`None`: absent).
-fn apply<P: Policy>(op: &BatchOp<P>, batch: u64) -> Result<(u64, Option<StoredValue>)> {
+/// (0: none written) and, in a batch, the value it replaced (`None`: absent), appended to
+/// `values`.
+fn apply<P: Policy>(
+    op: &BatchOp<P>,
+    batch: u64,
+    values: &mut Vec<u8>,
+) -> Result<(u64, Option<Replaced>)> {
     let tree = &op.tree.handle.tree;
     let written = match &op.value {
-        Some(value) => Some(tree.insert(&op.key, value, batch)?),
-        None => tree.remove(&op.key, batch)?,
+        Some(value) => Some(tree.insert(&op.key, value, batch, values)?),
+        None => tree.remove(&op.key, batch, values)?,
     };
     Ok(written.map_or((0, None), |written| (written.lsn, written.before)))
 }
@@ -264,19 +272,22 @@ fn roll_back<'a, P: Policy + 'a>(
     batch: u64,
     blobs: &mut BlobChanges,
 ) -> bool {
+    // What a restore replaced.
+    let mut replaced = Vec::new();
     for (tree, key, before) in changes {
-        // What the restore replaced.
+        replaced.clear();
         let restored = match before {
             Some(value) => tree
-                .insert_stored(key, value, None, batch)
+                .insert_stored(key, value, None, batch, &mut replaced)
                 .map(|written| written.before),
             None => tree
-                .remove(key, batch)
+                .remove(key, batch, &mut replaced)
                 .map(|written| written.and_then(|written| written.before)),
         };
         match restored {
-            Ok(replaced) => {
-                if let Some(blob) = large(db, replaced.as_ref().map(StoredValue::as_stored)) {
+            Ok(restored) => {
+                let stored = restored.as_ref().map(|restored| restored.stored(&replaced));
+                if let Some(blob) = large(db, stored) {
                     blobs.dropped(blob);
                 }
                 if let Some(blob) = large(db, before) {
@@ -404,7 +415,7 @@ pub(crate) fn finish_range_removal<P: Policy>(
 fn remove_catalog_entry<P: Policy>(db: &Arc<DbShared<P>>, root: u64) -> Result<()> {
     for (name, tree_root, _) in crate::catalog::catalog_entries(db)? {
         if tree_root == root {
-            db.catalog.remove(name.as_bytes(), 0)?;
+            db.catalog.remove(name.as_bytes(), 0, &mut Vec::new())?;
         }
     }
     Ok(())

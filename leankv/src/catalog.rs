@@ -43,7 +43,9 @@ pub(crate) fn open_named_tree<P: Policy>(
         }
         let tree = Arc::new(BTree::create(&shared.bm, &shared.key_counts)?);
         let entry = encode_catalog_entry(tree.root_page_id(), 0);
-        let written = shared.catalog.insert(name.as_bytes(), &entry, 0)?;
+        let written = shared
+            .catalog
+            .insert(name.as_bytes(), &entry, 0, &mut Vec::new())?;
         trees.insert(name.to_string(), tree.clone());
         (tree, written)
     };

@@ -344,19 +344,25 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
         BlobRef::decode(reference, page_size).map_err(|reason| Error::corruption(0, reason))
     };
     let undone = !unfinished.undo.is_empty();
+    // What an undo replaced.
+    let mut values = Vec::new();
     for undo in unfinished.undo {
         let tree = tree_of(undo.tree, false)?;
         let mut put_back = None;
+        values.clear();
         let replaced = match &undo.before {
-            Restore::Value(value) => tree.insert(&undo.key, value, undo_batch)?.before,
+            Restore::Value(value) => {
+                tree.insert(&undo.key, value, undo_batch, &mut values)?
+                    .before
+            }
             Restore::Blob(reference) => {
                 let stored = btree::stored_blob(reference);
                 put_back = Some(decode(reference)?);
-                tree.insert_stored(&undo.key, stored, None, undo_batch)?
+                tree.insert_stored(&undo.key, stored, None, undo_batch, &mut values)?
                     .before
             }
             Restore::Absent => tree
-                .remove(&undo.key, undo_batch)?
+                .remove(&undo.key, undo_batch, &mut values)?
                 .and_then(|written| written.before),
             Restore::Ranges(ranges) => {
                 // The value is the patched one (later changes were undone first): put the old
@@ -386,6 +392,7 @@ fn finish_recovery<P: Policy>(shared: &Arc<DbShared<P>>, unfinished: Unfinished)
                 None
             }
         };
+        let replaced = replaced.map(|replaced| replaced.stored(&values));
         if let Some(blob) = replaced.and_then(|value| value.large_value(page_size)) {
             blobs.dropped(blob);
         }

@@ -129,7 +129,7 @@ impl<P: Policy> DbShared<P> {
             }
         }
         for (name, saved) in updates {
-            catalog.insert(&name, &saved, 0)?;
+            catalog.insert(&name, &saved, 0, &mut Vec::new())?;
         }
         Ok(())
     }

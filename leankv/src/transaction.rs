@@ -23,7 +23,7 @@
 
 use crate::batch::{self, Durability};
 use crate::blob::BlobChanges;
-use crate::btree::{Stored, StoredValue};
+use crate::btree::Replaced;
 use crate::buffer::policy::{Lean, Policy};
 use crate::catalog;
 use crate::error::{Error, Result};
@@ -53,9 +53,8 @@ struct Lists {
 }
 
 /// A change: its tree's index in `trees`, where its key lies in `keys`, and the value it
-/// replaced (`None`: absent): where it lies in `values` and whether it is a large-value
-/// reference.
-type Change = (usize, Range<usize>, Option<(Range<usize>, bool)>);
+/// replaced (`None`: absent), in `values`.
+type Change = (usize, Range<usize>, Option<Replaced>);
 
 /// Lists beyond these capacities are not kept for the next transaction.
 const KEPT_CHANGES: usize = 1 << 10;
@@ -166,12 +165,11 @@ impl<'db, P: Policy> Transaction<'db, P> {
         tree.check_key(key)?;
         tree.check_value(value)?;
         let index = self.tree_index(tree)?;
-        let written = tree.handle.tree.insert(key, value, self.id)?;
-        self.changed(
-            index,
-            key,
-            written.before.as_ref().map(StoredValue::as_stored),
-        );
+        let written = tree
+            .handle
+            .tree
+            .insert(key, value, self.id, &mut self.values)?;
+        self.changed(index, key, written.before);
         Ok(())
     }
 
@@ -182,14 +180,10 @@ impl<'db, P: Policy> Transaction<'db, P> {
         if tree.check_key(key).is_err() {
             return Ok(false); // no such key can be stored
         }
-        let Some(written) = tree.handle.tree.remove(key, self.id)? else {
+        let Some(written) = tree.handle.tree.remove(key, self.id, &mut self.values)? else {
             return Ok(false);
         };
-        self.changed(
-            index,
-            key,
-            written.before.as_ref().map(StoredValue::as_stored),
-        );
+        self.changed(index, key, written.before);
         Ok(true)
     }
 
@@ -223,7 +217,11 @@ impl<'db, P: Policy> Transaction<'db, P> {
             return updated.map(|_| None);
         };
         // The value replaced is in `values` already (never a large one).
-        self.note(index, key, Some((at..self.values.len(), false)));
+        let before = Replaced {
+            at: at..self.values.len(),
+            blob: false,
+        };
+        self.note(index, key, Some(before));
         Ok(Some(result))
     }
 
@@ -259,22 +257,17 @@ impl<'db, P: Policy> Transaction<'db, P> {
         })
     }
 
-    /// Notes a change to `key` of tree `index` that replaced `before`.
-    fn changed(&mut self, index: usize, key: &[u8], before: Option<Stored<'_>>) {
-        if let Some(blob) = batch::large(self.db, before) {
+    /// Notes a change to `key` of tree `index` that replaced `before` (in `values`).
+    fn changed(&mut self, index: usize, key: &[u8], before: Option<Replaced>) {
+        let stored = before.as_ref().map(|before| before.stored(&self.values));
+        if let Some(blob) = batch::large(self.db, stored) {
             self.blobs.dropped(blob);
         }
-        let before = before.map(|value| {
-            let at = self.values.len();
-            self.values.extend_from_slice(value.bytes);
-            (at..self.values.len(), value.blob)
-        });
         self.note(index, key, before);
     }
 
-    /// Notes a change to `key` of tree `index` whose replaced value is in `values` at
-    /// `before`.
-    fn note(&mut self, index: usize, key: &[u8], before: Option<(Range<usize>, bool)>) {
+    /// Notes a change to `key` of tree `index` whose replaced value is `before`, in `values`.
+    fn note(&mut self, index: usize, key: &[u8], before: Option<Replaced>) {
         let at = self.keys.len();
         self.keys.extend_from_slice(key);
         self.changes.push((index, at..self.keys.len(), before));
@@ -312,10 +305,7 @@ impl<'db, P: Policy> Transaction<'db, P> {
         let (keys, values) = (&self.keys, &self.values);
         let undone = changes.iter().rev().filter_map(|(index, key, before)| {
             let tree = handles[*index].as_ref()?;
-            let before = before.as_ref().map(|(at, blob)| Stored {
-                bytes: &values[at.clone()],
-                blob: *blob,
-            });
+            let before = before.as_ref().map(|before| before.stored(values));
             Some((&*tree.handle.tree, &keys[key.clone()], before))
         });
         batch::abort(self.db, undone, self.id, blobs);

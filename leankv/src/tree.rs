@@ -115,7 +115,9 @@ impl<P: Policy> Tree<P> {
         self.check_value(value)?;
         let db = &self.handle.db;
         db.admit()?;
-        let written = self.handle.tree.insert(key, value, 0)?;
+        // A single operation keeps no value it replaced (a large one's reference only, which
+        // its record names).
+        let written = self.handle.tree.insert(key, value, 0, &mut Vec::new())?;
         db.commit_durability(written.lsn, db.durability)
     }
 
@@ -380,7 +382,7 @@ impl<P: Policy> Tree<P> {
         let db = &self.handle.db;
         let removed = if self.may_exist(key) {
             db.admit()?;
-            self.handle.tree.remove(key, 0)?
+            self.handle.tree.remove(key, 0, &mut Vec::new())?
         } else {
             None
         };

@@ -59,6 +59,9 @@ impl<P: Policy> BTree<P> {
         // The large value last read: its reference and its bytes.
         let mut seen: Option<(Vec<u8>, Vec<u8>)> = None;
         let mut prepared: Option<Prepared<'_, P>> = None;
+        // A large value a write replaces, which its record names (nothing else is kept here:
+        // these writes are single operations, never part of a batch).
+        let mut replaced = Vec::new();
         loop {
             let outcome = self.bm.run(|mode| {
                 let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
@@ -74,8 +77,9 @@ impl<P: Policy> BTree<P> {
                         blob: true,
                     };
                     let added = Some(prepared.blob.blob());
-                    let step =
-                        self.put_in_leaf(frame, &mut guard, (index, found), key, stored, added, 0);
+                    let into = &mut replaced;
+                    let at = (index, found);
+                    let step = self.put_in_leaf(frame, &mut guard, at, key, stored, added, 0, into);
                     let size = entry_size(true, key.len(), stored.bytes.len());
                     return Ok(Outcome::Put(step, size, true));
                 }
@@ -104,11 +108,15 @@ impl<P: Policy> BTree<P> {
                             value,
                             None,
                             0,
+                            &mut replaced,
                         );
                         Outcome::Put(step, entry_size(true, key.len(), value.bytes.len()), false)
                     }
                     Decision::Remove if found => {
-                        Outcome::Removed(self.remove_from_leaf(frame, &mut guard, index, key, 0))
+                        let into = &mut replaced;
+                        Outcome::Removed(
+                            self.remove_from_leaf(frame, &mut guard, index, key, 0, into),
+                        )
                     }
                     Decision::Remove => Outcome::Kept,
                 })

@@ -17,30 +17,39 @@ pub(super) enum Step {
 }
 
 impl<P: Policy> BTree<P> {
-    /// Inserts or overwrites, as part of `batch` (0: on its own). A value longer than a leaf
-    /// holds is written to pages of its own first (see `large`).
-    pub(crate) fn insert(&self, key: &[u8], value: &[u8], batch: u64) -> Result<Written> {
+    /// Inserts or overwrites, as part of `batch` (0: on its own), appending the value it
+    /// replaced to `replaced` in a batch (and when it was a large value). A value longer than
+    /// a leaf holds is written to pages of its own first (see `large`).
+    pub(crate) fn insert(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        batch: u64,
+        replaced: &mut Vec<u8>,
+    ) -> Result<Written> {
         if value.len() <= self.max_inline() {
-            return self.insert_stored(key, Stored::inline(value), None, batch);
+            return self.insert_stored(key, Stored::inline(value), None, batch, replaced);
         }
         let blob = self.bm.write_blob(value)?;
         let stored = Stored {
             bytes: blob.reference(),
             blob: true,
         };
-        let written = self.insert_stored(key, stored, Some(blob.blob()), batch)?;
+        let written = self.insert_stored(key, stored, Some(blob.blob()), batch, replaced)?;
         blob.referenced();
         Ok(written)
     }
 
     /// Inserts or overwrites with a value as stored: `added` is the large value `value`
     /// references if it was just written for this insert (a restored reference has none).
+    /// `replaced`: see [`Self::insert`].
     pub(crate) fn insert_stored(
         &self,
         key: &[u8],
         value: Stored<'_>,
         added: Option<&BlobRef>,
         batch: u64,
+        replaced: &mut Vec<u8>,
     ) -> Result<Written> {
         let incoming = Incoming {
             key,
@@ -50,7 +59,8 @@ impl<P: Policy> BTree<P> {
             let step = self.bm.run(|mode| {
                 let (frame, mut guard) = self.descend_exclusive(key, 0, mode)?;
                 let slot = self.node(frame).lower_bound(key);
-                Ok(self.put_in_leaf(frame, &mut guard, slot, key, value, added, batch))
+                let into = &mut *replaced;
+                Ok(self.put_in_leaf(frame, &mut guard, slot, key, value, added, batch, into))
             })?;
             match step {
                 Step::Done(written) => return Ok(written),
@@ -61,7 +71,8 @@ impl<P: Policy> BTree<P> {
 
     /// Puts `key` with `value` into the exclusively latched leaf in `frame`, at `slot` (where
     /// `lower_bound` placed the key, and whether it found it), logged as part of `batch`; or
-    /// reports that it does not fit. `added`: see [`Self::insert_stored`].
+    /// reports that it does not fit. `added`: see [`Self::insert_stored`]; `replaced`: see
+    /// [`Self::insert`].
     #[allow(clippy::too_many_arguments)]
     pub(super) fn put_in_leaf(
         &self,
@@ -72,6 +83,7 @@ impl<P: Policy> BTree<P> {
         value: Stored<'_>,
         added: Option<&BlobRef>,
         batch: u64,
+        replaced: &mut Vec<u8>,
     ) -> Step {
         let leaf = self.node(frame);
         debug_assert_eq!(leaf.lower_bound(key), (index, found));
@@ -82,13 +94,14 @@ impl<P: Policy> BTree<P> {
         if !same_size && !split::has_room_at(&leaf, (index, found), size) {
             return Step::Full(frame);
         }
-        let replaced =
-            (found && (batch != 0 || replaces_blob)).then(|| StoredValue::of(leaf.stored(index)));
+        let before = (found && (batch != 0 || replaces_blob))
+            .then(|| Replaced::append(replaced, leaf.stored(index)));
         // Putting back the reference already there drops nothing.
-        let dropped = replaced
+        let dropped = before
             .as_ref()
-            .and_then(|replaced| replaced.large_value(self.bm.page_size()))
-            .filter(|_| !(value.blob && replaced.as_ref().is_some_and(|r| r.bytes == value.bytes)));
+            .map(|before| before.stored(replaced))
+            .filter(|before| !(value.blob && before.bytes == value.bytes))
+            .and_then(|before| before.large_value(self.bm.page_size()));
         // A value rewritten in place logs only what changed (and in a batch, what those
         // bytes were).
         let changed = (same_size && self.bm.log().is_some())
@@ -112,7 +125,7 @@ impl<P: Policy> BTree<P> {
             self.root_page_id,
             batch,
             op,
-            before_ref(batch, replaced.as_ref().map(StoredValue::as_stored)),
+            before_ref(batch, before.as_ref().map(|before| before.stored(replaced))),
             BlobChange {
                 added,
                 dropped: dropped.as_ref(),
@@ -121,7 +134,7 @@ impl<P: Policy> BTree<P> {
         );
         Step::Done(Written {
             lsn,
-            before: replaced.filter(|_| batch != 0),
+            before: before.filter(|_| batch != 0),
         })
     }
 

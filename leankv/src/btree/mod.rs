@@ -59,15 +59,46 @@ use crate::sync::{Attempt, ExclusiveGuard, LatchMode, Restart, SharedGuard};
 use crate::wal::{BeforeRef, ChangedRanges, LeafOp, RangeStep};
 use node::{entry_size, Bound, Node, NodeMut};
 use split::{Incoming, Separator, SplitPlan};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// What a write did: the end LSN of its log record (0 without a log) and, in a batch, the
-/// value it replaced (`None`: the key was absent; always `None` outside batches).
+/// What a write did: the end LSN of its log record (0 without a log) and, in a batch, where
+/// the value it replaced lies in the caller's list (`None`: the key was absent; always `None`
+/// outside batches).
 #[derive(Debug)]
 pub(crate) struct Written {
     pub(crate) lsn: u64,
-    pub(crate) before: Option<StoredValue>,
+    pub(crate) before: Option<Replaced>,
+}
+
+/// A value a write replaced, as stored, appended to the caller's list of replaced values (a
+/// batch or transaction keeps them all in one list, to undo its changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Replaced {
+    pub(crate) at: Range<usize>,
+    /// A large-value reference.
+    pub(crate) blob: bool,
+}
+
+impl Replaced {
+    /// Appends `stored` to `list`.
+    fn append(list: &mut Vec<u8>, stored: Stored<'_>) -> Replaced {
+        let start = list.len();
+        list.extend_from_slice(stored.bytes);
+        Replaced {
+            at: start..list.len(),
+            blob: stored.blob,
+        }
+    }
+
+    /// The value in `list` (the one it was appended to).
+    pub(crate) fn stored<'a>(&self, list: &'a [u8]) -> Stored<'a> {
+        Stored {
+            bytes: &list[self.at.clone()],
+            blob: self.blob,
+        }
+    }
 }
 
 /// A leaf value as stored, owned (see [`Stored`]).
@@ -90,11 +121,6 @@ impl StoredValue {
             bytes: &self.bytes,
             blob: self.blob,
         }
-    }
-
-    /// The large value this references, if it is one (of a database of `page_size` pages).
-    pub(crate) fn large_value(&self, page_size: usize) -> Option<BlobRef> {
-        self.as_stored().large_value(page_size)
     }
 }
 

@@ -22,8 +22,14 @@ fn underfull(node: &Node<'_>, page_size: usize) -> bool {
 }
 
 impl<P: Policy> BTree<P> {
-    /// Removes `key` as part of `batch` (0: on its own); `None` if it was absent.
-    pub(crate) fn remove(&self, key: &[u8], batch: u64) -> Result<Option<Written>> {
+    /// Removes `key` as part of `batch` (0: on its own), appending the value it removed to
+    /// `replaced` in a batch (and when it was a large value); `None` if it was absent.
+    pub(crate) fn remove(
+        &self,
+        key: &[u8],
+        batch: u64,
+        replaced: &mut Vec<u8>,
+    ) -> Result<Option<Written>> {
         let step = self.bm.run(|mode| {
             let exists =
                 self.read_leaf(key, Bound::AtLeast, mode, |leaf| leaf.lower_bound(key).1)?;
@@ -35,13 +41,14 @@ impl<P: Policy> BTree<P> {
             if !found {
                 return Ok(Removal::Absent);
             }
-            Ok(self.remove_from_leaf(frame, &mut guard, index, key, batch))
+            let into = &mut *replaced;
+            Ok(self.remove_from_leaf(frame, &mut guard, index, key, batch, into))
         })?;
         self.finish_removal(step, key)
     }
 
     /// Removes the entry at `index`, which holds `key`, from the exclusively latched leaf in
-    /// `frame`, logged as part of `batch`.
+    /// `frame`, logged as part of `batch` (`replaced`: see [`Self::remove`]).
     pub(super) fn remove_from_leaf(
         &self,
         frame: FrameId,
@@ -49,14 +56,15 @@ impl<P: Policy> BTree<P> {
         index: usize,
         key: &[u8],
         batch: u64,
+        replaced: &mut Vec<u8>,
     ) -> Removal {
         let leaf = self.node(frame);
         debug_assert_eq!(leaf.lower_bound(key), (index, true));
-        let replaced =
-            (batch != 0 || leaf.is_blob(index)).then(|| StoredValue::of(leaf.stored(index)));
-        let dropped = replaced
+        let before = (batch != 0 || leaf.is_blob(index))
+            .then(|| Replaced::append(replaced, leaf.stored(index)));
+        let dropped = before
             .as_ref()
-            .and_then(|replaced| replaced.large_value(self.bm.page_size()));
+            .and_then(|before| before.stored(replaced).large_value(self.bm.page_size()));
         NodeMut::new(self.bm.page_mut(frame, guard)).remove_at(index);
         self.bm.frame(frame).set_dirty(true);
         let lsn = self.bm.log_leaf(
@@ -65,7 +73,7 @@ impl<P: Policy> BTree<P> {
             self.root_page_id,
             batch,
             LeafOp::Remove { key },
-            before_ref(batch, replaced.as_ref().map(StoredValue::as_stored)),
+            before_ref(batch, before.as_ref().map(|before| before.stored(replaced))),
             BlobChange {
                 added: None,
                 dropped: dropped.as_ref(),
@@ -74,7 +82,7 @@ impl<P: Policy> BTree<P> {
         );
         let written = Written {
             lsn,
-            before: replaced.filter(|_| batch != 0),
+            before: before.filter(|_| batch != 0),
         };
         if frame != self.root() && underfull(&self.node(frame), self.bm.page_size()) {
             return Removal::Merge(written, frame);

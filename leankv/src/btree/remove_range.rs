@@ -388,9 +388,13 @@ impl<P: Policy> BTree<P> {
             RangeBound::Excluded(key) => node.lower_bound(key).0,
         };
         let mut underfull = None;
+        // The large value a removal drops, which its record names.
+        let mut replaced = Vec::new();
         for index in (first..last).rev() {
             let key = self.node(leaf).key(index).to_vec();
-            if let Removal::Merge(..) = self.remove_from_leaf(leaf, guard, index, &key, 0) {
+            replaced.clear();
+            let removal = self.remove_from_leaf(leaf, guard, index, &key, 0, &mut replaced);
+            if let Removal::Merge(..) = removal {
                 underfull = Some(key);
             }
         }

@@ -56,7 +56,8 @@ fn pessimistic_descents<P: Policy>() {
     let tree = tree_with_small_pool::<P>();
     let count = 20_000;
     for n in 0..count {
-        tree.insert(&key(n), &n.to_le_bytes(), 0).unwrap();
+        tree.insert(&key(n), &n.to_le_bytes(), 0, &mut Vec::new())
+            .unwrap();
     }
     // Lookups under shared-latch coupling, bringing evicted pages back in along the way.
     for n in 0..count {
@@ -180,7 +181,7 @@ fn pessimistic_splits_and_merges<P: Policy>() {
 fn read_ahead_skips_targets_whose_parent_changed() {
     let tree = tree_with::<Lean>(96, 8);
     for n in 0..3_000 {
-        tree.insert(&key(n), &[7; 200], 0).unwrap();
+        tree.insert(&key(n), &[7; 200], 0, &mut Vec::new()).unwrap();
     }
     let mut buffer = Vec::new();
     // A key on disk now (reading a page may unswizzle others: parents change); not one whose
