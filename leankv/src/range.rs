@@ -1,5 +1,6 @@
 //! Iterating over a key range in both directions: [`Range`], and the [`Cursor`] it shares with
-//! `Tree::scan`.
+//! `Tree::scan` ([`scan_tree`], whose cursor and leaf buffers each thread reuses from scan to
+//! scan, so that a short scan allocates nothing).
 //!
 //! The keys not yet read lie between the cursor's `low` and `high` positions. A forward step
 //! reads one leaf upwards from `low` (keys up to `high`) and moves `low` past what it read; a
@@ -15,6 +16,7 @@ use crate::btree::{stored_blob, BTree, LeafBatch, ScanFrom, StoredValue};
 use crate::buffer::policy::{Lean, Policy};
 use crate::error::Result;
 use crate::shared::TreeHandle;
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::iter::FusedIterator;
@@ -230,20 +232,51 @@ fn above(low: &Bound<Vec<u8>>, key: &[u8]) -> bool {
     }
 }
 
+/// Sets `bound` to `key` (`Included` or `Excluded`), reusing the bytes `bound` held.
+fn set_bound(bound: &mut Bound<Vec<u8>>, key: &[u8], included: bool) {
+    let mut bytes = match std::mem::replace(bound, Bound::Unbounded) {
+        Bound::Included(bytes) | Bound::Excluded(bytes) => bytes,
+        Bound::Unbounded => Vec::new(),
+    };
+    bytes.clear();
+    bytes.extend_from_slice(key);
+    *bound = if included {
+        Bound::Included(bytes)
+    } else {
+        Bound::Excluded(bytes)
+    };
+}
+
+/// Sets `bound` to `new`, reusing the bytes `bound` held.
+fn reset_bound<K: AsRef<[u8]>>(bound: &mut Bound<Vec<u8>>, new: Bound<&K>) {
+    match new {
+        Bound::Included(key) => set_bound(bound, key.as_ref(), true),
+        Bound::Excluded(key) => set_bound(bound, key.as_ref(), false),
+        Bound::Unbounded => *bound = Bound::Unbounded,
+    }
+}
+
 impl Cursor {
     pub(crate) fn new<K: AsRef<[u8]>, R: RangeBounds<K>>(range: R) -> Cursor {
-        let own = |bound: Bound<&K>| match bound {
-            Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
-            Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        Cursor {
-            low: own(range.start_bound()),
-            high: own(range.end_bound()),
+        let mut cursor = Cursor {
+            low: Bound::Unbounded,
+            high: Bound::Unbounded,
             exhausted: false,
             forward: Pace::new(),
             backward: Pace::new(),
-        }
+        };
+        cursor.reset(range);
+        cursor
+    }
+
+    /// Starts over on `range`, keeping the memory the bounds had (a thread's scans reuse one
+    /// cursor: see `tree::scan_tree`).
+    pub(crate) fn reset<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) {
+        reset_bound(&mut self.low, range.start_bound());
+        reset_bound(&mut self.high, range.end_bound());
+        self.exhausted = false;
+        self.forward = Pace::new();
+        self.backward = Pace::new();
     }
 
     pub(crate) fn exhausted(&self) -> bool {
@@ -292,9 +325,10 @@ impl Cursor {
             return Err(error);
         }
         pace.batch_limit = pace.batch_limit.saturating_mul(2);
+        // The next position: a key, and whether it is included.
         let next = if batch.limited {
             // Go on after the last key copied (the smallest, going down).
-            batch.last_key().map(|last| Bound::Excluded(last.to_vec()))
+            batch.last_key().map(|last| (last, false))
         } else {
             // Keys beyond a fence that is past the other end are past it too. Going up, the
             // next leaf holds keys above the upper fence; going down, keys at or below the
@@ -302,20 +336,88 @@ impl Cursor {
             match batch.fence() {
                 Some(fence) if !batch.stopped && keep(fence) => {
                     pace.leaves_done += 1;
-                    Some(if downwards {
-                        Bound::Included(fence.to_vec())
-                    } else {
-                        Bound::Excluded(fence.to_vec())
-                    })
+                    Some((fence, downwards))
                 }
                 _ => None,
             }
         };
         match next {
-            Some(next) if downwards => self.high = next,
-            Some(next) => self.low = next,
+            Some((key, included)) if downwards => set_bound(&mut self.high, key, included),
+            Some((key, included)) => set_bound(&mut self.low, key, included),
             None => self.exhausted = true,
         }
         Ok(())
     }
+}
+
+/// Largest large-value buffer a thread's scans keep for the next scan.
+const LARGE_VALUE_KEPT: usize = 1 << 20;
+
+/// What [`scan_tree`] needs besides the tree: reused by a thread's scans, so that a short scan
+/// (TPC-C runs several per transaction) allocates nothing.
+struct ScanScratch {
+    cursor: Cursor,
+    batch: LeafBatch,
+    /// The current large value (kept only up to [`LARGE_VALUE_KEPT`]).
+    large: Vec<u8>,
+}
+
+thread_local! {
+    static SCAN_SCRATCH: RefCell<Option<ScanScratch>> = const { RefCell::new(None) };
+}
+
+/// [`Tree::scan`] over `tree` (also for users without a handle: the database's own upkeep).
+pub(crate) fn scan_tree<P: Policy, K: AsRef<[u8]>, R: RangeBounds<K>>(
+    tree: &BTree<P>,
+    range: R,
+    mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    // Taken out of its cell, so that a `visit` that scans again gets scratch of its own.
+    let mut scratch = match SCAN_SCRATCH.with(|cell| cell.borrow_mut().take()) {
+        Some(mut scratch) => {
+            scratch.cursor.reset(range);
+            scratch
+        }
+        None => ScanScratch {
+            cursor: Cursor::new(range),
+            batch: LeafBatch::default(),
+            large: Vec::new(),
+        },
+    };
+    let scanned = scan_with(tree, &mut scratch, &mut visit);
+    if scratch.large.capacity() > LARGE_VALUE_KEPT {
+        scratch.large = Vec::new();
+    }
+    SCAN_SCRATCH.with(|cell| *cell.borrow_mut() = Some(scratch));
+    scanned
+}
+
+/// The loop of [`scan_tree`], over its (reset) scratch.
+fn scan_with<P: Policy>(
+    tree: &BTree<P>,
+    scratch: &mut ScanScratch,
+    visit: &mut impl FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    let ScanScratch {
+        cursor,
+        batch,
+        large,
+    } = scratch;
+    while !cursor.exhausted() {
+        cursor.step(tree, batch, false)?;
+        for (key, value) in batch.entries() {
+            let value = if value.blob {
+                if !tree.scanned_value(key, value, large)? {
+                    continue; // removed since the leaf was read
+                }
+                &large[..]
+            } else {
+                value.bytes
+            };
+            if !visit(key, value) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }

@@ -137,7 +137,7 @@ impl<P: Policy> DbShared<P> {
     /// Every catalog entry's tree name and root page id.
     fn catalog_roots(&self) -> Result<Vec<(Vec<u8>, u64)>> {
         let mut roots = Vec::new();
-        crate::tree::scan_tree::<P, &[u8], _>(&self.catalog, .., |name, entry| {
+        crate::range::scan_tree::<P, &[u8], _>(&self.catalog, .., |name, entry| {
             if let Some((root, _)) = crate::catalog::decode_catalog_entry(entry) {
                 roots.push((name.to_vec(), root));
             }

@@ -6,7 +6,7 @@
 use crate::btree::{BTree, Decision, LeafBatch};
 use crate::buffer::policy::{Lean, Policy};
 use crate::error::{CompareAndSwapError, Error, Result};
-use crate::range::{Cursor, Range};
+use crate::range::{scan_tree, Cursor, Range};
 use crate::shared::{DbShared, TreeHandle};
 use std::cell::RefCell;
 use std::fmt;
@@ -625,34 +625,6 @@ impl<P: Policy> Tree<P> {
         }
         self.handle.db.bm.check_open()
     }
-}
-
-/// [`Tree::scan`] over `tree` (also for users without a handle: the database's own upkeep).
-pub(crate) fn scan_tree<P: Policy, K: AsRef<[u8]>, R: RangeBounds<K>>(
-    tree: &BTree<P>,
-    range: R,
-    mut visit: impl FnMut(&[u8], &[u8]) -> bool,
-) -> Result<()> {
-    let mut cursor = Cursor::new(range);
-    let mut batch = LeafBatch::default();
-    let mut large = Vec::new();
-    while !cursor.exhausted() {
-        cursor.step(tree, &mut batch, false)?;
-        for (key, value) in batch.entries() {
-            let value = if value.blob {
-                if !tree.scanned_value(key, value, &mut large)? {
-                    continue; // removed since the leaf was read
-                }
-                &large[..]
-            } else {
-                value.bytes
-            };
-            if !visit(key, value) {
-                return Ok(());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The smallest key above every key that starts with `prefix`, if there is one (there is none

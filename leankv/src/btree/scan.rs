@@ -24,9 +24,11 @@ pub(crate) struct LeafBatch {
     pub(crate) stopped: bool,
     /// The entry limit was reached before the leaf's end: continue after the last entry.
     pub(crate) limited: bool,
-    /// Where the scan goes on: the leaf's upper fence going forward, its lower fence going
-    /// backward (`None`: this was the last leaf in that direction).
-    fence: Option<Vec<u8>>,
+    /// Where the scan goes on, if `has_fence`: the leaf's upper fence going forward, its lower
+    /// fence going backward (without one, this was the last leaf in that direction). The
+    /// bytes stay allocated from leaf to leaf and scan to scan.
+    fence: Vec<u8>,
+    has_fence: bool,
 }
 
 /// Where a scan step starts, and which way it reads.
@@ -247,13 +249,9 @@ impl LeafBatch {
     }
 
     fn set_fence(&mut self, fence: Option<&[u8]>) {
-        match (fence, &mut self.fence) {
-            (Some(fence), Some(kept)) => {
-                kept.clear();
-                kept.extend_from_slice(fence);
-            }
-            (fence, kept) => *kept = fence.map(<[u8]>::to_vec),
-        }
+        self.fence.clear();
+        self.fence.extend_from_slice(fence.unwrap_or_default());
+        self.has_fence = fence.is_some();
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -262,7 +260,7 @@ impl LeafBatch {
 
     /// Where the scan goes on (see the field).
     pub(crate) fn fence(&self) -> Option<&[u8]> {
-        self.fence.as_deref()
+        self.has_fence.then_some(&self.fence[..])
     }
 
     /// The entries, in the order read (descending going backward), with their values as
