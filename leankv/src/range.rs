@@ -195,6 +195,8 @@ pub(crate) struct Cursor {
     exhausted: bool,
     forward: Pace,
     backward: Pace,
+    /// The bytes of bounds that became unbounded, for the next bounds (see [`Self::reset`]).
+    spare: Vec<Vec<u8>>,
 }
 
 /// How far one direction of a cursor has come.
@@ -232,11 +234,17 @@ fn above(low: &Bound<Vec<u8>>, key: &[u8]) -> bool {
     }
 }
 
-/// Sets `bound` to `key` (`Included` or `Excluded`), reusing the bytes `bound` held.
-fn set_bound(bound: &mut Bound<Vec<u8>>, key: &[u8], included: bool) {
+/// Room a bound's bytes start with: keys up to this long never grow them.
+const BOUND_CAPACITY: usize = 64;
+
+/// Sets `bound` to `key` (`Included` or `Excluded`), reusing the bytes `bound` held, else spare
+/// bytes.
+fn set_bound(bound: &mut Bound<Vec<u8>>, spare: &mut Vec<Vec<u8>>, key: &[u8], included: bool) {
     let mut bytes = match std::mem::replace(bound, Bound::Unbounded) {
         Bound::Included(bytes) | Bound::Excluded(bytes) => bytes,
-        Bound::Unbounded => Vec::new(),
+        Bound::Unbounded => spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BOUND_CAPACITY)),
     };
     bytes.clear();
     bytes.extend_from_slice(key);
@@ -247,12 +255,22 @@ fn set_bound(bound: &mut Bound<Vec<u8>>, key: &[u8], included: bool) {
     };
 }
 
-/// Sets `bound` to `new`, reusing the bytes `bound` held.
-fn reset_bound<K: AsRef<[u8]>>(bound: &mut Bound<Vec<u8>>, new: Bound<&K>) {
+/// Sets `bound` to `new`, keeping the bytes `bound` held (in `spare` if `new` is unbounded).
+fn reset_bound<K: AsRef<[u8]>>(
+    bound: &mut Bound<Vec<u8>>,
+    spare: &mut Vec<Vec<u8>>,
+    new: Bound<&K>,
+) {
     match new {
-        Bound::Included(key) => set_bound(bound, key.as_ref(), true),
-        Bound::Excluded(key) => set_bound(bound, key.as_ref(), false),
-        Bound::Unbounded => *bound = Bound::Unbounded,
+        Bound::Included(key) => set_bound(bound, spare, key.as_ref(), true),
+        Bound::Excluded(key) => set_bound(bound, spare, key.as_ref(), false),
+        Bound::Unbounded => {
+            if let Bound::Included(bytes) | Bound::Excluded(bytes) =
+                std::mem::replace(bound, Bound::Unbounded)
+            {
+                spare.push(bytes);
+            }
+        }
     }
 }
 
@@ -264,19 +282,29 @@ impl Cursor {
             exhausted: false,
             forward: Pace::new(),
             backward: Pace::new(),
+            spare: Vec::new(),
         };
         cursor.reset(range);
         cursor
     }
 
     /// Starts over on `range`, keeping the memory the bounds had (a thread's scans reuse one
-    /// cursor: see `tree::scan_tree`).
+    /// cursor: see [`scan_tree`]).
     pub(crate) fn reset<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) {
-        reset_bound(&mut self.low, range.start_bound());
-        reset_bound(&mut self.high, range.end_bound());
+        reset_bound(&mut self.low, &mut self.spare, range.start_bound());
+        reset_bound(&mut self.high, &mut self.spare, range.end_bound());
         self.exhausted = false;
         self.forward = Pace::new();
         self.backward = Pace::new();
+    }
+
+    /// Bytes the cursor holds for its bounds.
+    fn capacity(&self) -> usize {
+        let bound = |bound: &Bound<Vec<u8>>| match bound {
+            Bound::Included(bytes) | Bound::Excluded(bytes) => bytes.capacity(),
+            Bound::Unbounded => 0,
+        };
+        bound(&self.low) + bound(&self.high) + self.spare.iter().map(Vec::capacity).sum::<usize>()
     }
 
     pub(crate) fn exhausted(&self) -> bool {
@@ -342,38 +370,52 @@ impl Cursor {
             }
         };
         match next {
-            Some((key, included)) if downwards => set_bound(&mut self.high, key, included),
-            Some((key, included)) => set_bound(&mut self.low, key, included),
+            Some((key, included)) if downwards => {
+                set_bound(&mut self.high, &mut self.spare, key, included)
+            }
+            Some((key, included)) => set_bound(&mut self.low, &mut self.spare, key, included),
             None => self.exhausted = true,
         }
         Ok(())
     }
 }
 
-/// Largest large-value buffer a thread's scans keep for the next scan.
-const LARGE_VALUE_KEPT: usize = 1 << 20;
+/// Most bytes a thread's scans keep for the next scan: scratch that grew beyond (a large value,
+/// a long bound) is let go.
+const SCRATCH_KEPT: usize = 1 << 20;
 
 /// What [`scan_tree`] needs besides the tree: reused by a thread's scans, so that a short scan
-/// (TPC-C runs several per transaction) allocates nothing.
+/// (TPC-C runs several per transaction) allocates nothing once the buffers have grown.
 struct ScanScratch {
     cursor: Cursor,
     batch: LeafBatch,
-    /// The current large value (kept only up to [`LARGE_VALUE_KEPT`]).
+    /// The current large value.
     large: Vec<u8>,
+}
+
+impl ScanScratch {
+    fn capacity(&self) -> usize {
+        self.cursor.capacity() + self.batch.capacity() + self.large.capacity()
+    }
 }
 
 thread_local! {
     static SCAN_SCRATCH: RefCell<Option<ScanScratch>> = const { RefCell::new(None) };
 }
 
-/// [`Tree::scan`] over `tree` (also for users without a handle: the database's own upkeep).
+/// `Tree::scan` over `tree` (also for users without a handle: the database's own upkeep).
 pub(crate) fn scan_tree<P: Policy, K: AsRef<[u8]>, R: RangeBounds<K>>(
     tree: &BTree<P>,
     range: R,
     mut visit: impl FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<()> {
-    // Taken out of its cell, so that a `visit` that scans again gets scratch of its own.
-    let mut scratch = match SCAN_SCRATCH.with(|cell| cell.borrow_mut().take()) {
+    // Taken out of its cell, so that a `visit` that scans again gets scratch of its own (and
+    // fresh scratch where the cell is gone: a scan from a thread-local destructor).
+    let kept = SCAN_SCRATCH
+        .try_with(|cell| cell.borrow_mut().take())
+        .ok()
+        .flatten();
+    let mut scratch = match kept {
         Some(mut scratch) => {
             scratch.cursor.reset(range);
             scratch
@@ -385,10 +427,10 @@ pub(crate) fn scan_tree<P: Policy, K: AsRef<[u8]>, R: RangeBounds<K>>(
         },
     };
     let scanned = scan_with(tree, &mut scratch, &mut visit);
-    if scratch.large.capacity() > LARGE_VALUE_KEPT {
-        scratch.large = Vec::new();
+    if scratch.capacity() <= SCRATCH_KEPT {
+        // Fails only while the thread's locals are destroyed: the scratch is dropped then.
+        let _ = SCAN_SCRATCH.try_with(|cell| *cell.borrow_mut() = Some(scratch));
     }
-    SCAN_SCRATCH.with(|cell| *cell.borrow_mut() = Some(scratch));
     scanned
 }
 

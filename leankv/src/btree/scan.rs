@@ -258,6 +258,13 @@ impl LeafBatch {
         self.lengths.len()
     }
 
+    /// Bytes the batch holds in its buffers.
+    pub(crate) fn capacity(&self) -> usize {
+        self.bytes.capacity()
+            + self.lengths.capacity() * std::mem::size_of::<(usize, usize, bool)>()
+            + self.fence.capacity()
+    }
+
     /// Where the scan goes on (see the field).
     pub(crate) fn fence(&self) -> Option<&[u8]> {
         self.has_fence.then_some(&self.fence[..])
