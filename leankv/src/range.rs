@@ -156,8 +156,8 @@ impl<P: Policy> fmt::Debug for Range<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Range")
             .field("tree", &self.tree.name)
-            .field("low", &KeyBound(&self.cursor.low))
-            .field("high", &KeyBound(&self.cursor.high))
+            .field("low", &KeyBound(self.cursor.low.get()))
+            .field("high", &KeyBound(self.cursor.high.get()))
             .field("buffered", &(self.front.len() + self.back.len()))
             .field("finished", &self.is_finished())
             .finish()
@@ -171,7 +171,7 @@ impl<P: Policy> Range<P> {
 }
 
 /// A bound shown with its key as escaped ASCII (`Included(user\x00)`), not a list of numbers.
-struct KeyBound<'a>(&'a Bound<Vec<u8>>);
+struct KeyBound<'a>(Bound<&'a [u8]>);
 
 impl fmt::Debug for KeyBound<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -189,14 +189,40 @@ const FIRST_BATCH: usize = 16;
 
 /// Where a range stands between steps: the keys not yet read lie between `low` and `high`.
 pub(crate) struct Cursor {
-    low: Bound<Vec<u8>>,
-    high: Bound<Vec<u8>>,
+    low: Position,
+    high: Position,
     /// No unread key is left between `low` and `high`.
     exhausted: bool,
     forward: Pace,
     backward: Pace,
-    /// The bytes of bounds that became unbounded, for the next bounds (see [`Self::reset`]).
-    spare: Vec<Vec<u8>>,
+}
+
+/// One end of a cursor: a bound whose key bytes stay allocated while it is unbounded, so that
+/// setting it again (the next step, or the next scan of a thread's reused cursor) reuses them.
+struct Position {
+    bound: Bound<()>,
+    key: Vec<u8>,
+}
+
+impl Position {
+    fn unbounded() -> Position {
+        Position {
+            bound: Bound::Unbounded,
+            key: Vec::new(),
+        }
+    }
+
+    fn get(&self) -> Bound<&[u8]> {
+        self.bound.map(|()| &self.key[..])
+    }
+
+    fn set(&mut self, bound: Bound<&[u8]>) {
+        self.key.clear();
+        if let Bound::Included(key) | Bound::Excluded(key) = bound {
+            self.key.extend_from_slice(key);
+        }
+        self.bound = bound.map(|_| ());
+    }
 }
 
 /// How far one direction of a cursor has come.
@@ -217,72 +243,31 @@ impl Pace {
 }
 
 /// Whether `key` lies at or below the upper position `high`.
-fn below(high: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+fn below(high: Bound<&[u8]>, key: &[u8]) -> bool {
     match high {
         Bound::Unbounded => true,
-        Bound::Included(last) => key <= last.as_slice(),
-        Bound::Excluded(last) => key < last.as_slice(),
+        Bound::Included(last) => key <= last,
+        Bound::Excluded(last) => key < last,
     }
 }
 
 /// Whether `key` lies at or above the lower position `low`.
-fn above(low: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+fn above(low: Bound<&[u8]>, key: &[u8]) -> bool {
     match low {
         Bound::Unbounded => true,
-        Bound::Included(first) => key >= first.as_slice(),
-        Bound::Excluded(first) => key > first.as_slice(),
-    }
-}
-
-/// Room a bound's bytes start with: keys up to this long never grow them.
-const BOUND_CAPACITY: usize = 64;
-
-/// Sets `bound` to `key` (`Included` or `Excluded`), reusing the bytes `bound` held, else spare
-/// bytes.
-fn set_bound(bound: &mut Bound<Vec<u8>>, spare: &mut Vec<Vec<u8>>, key: &[u8], included: bool) {
-    let mut bytes = match std::mem::replace(bound, Bound::Unbounded) {
-        Bound::Included(bytes) | Bound::Excluded(bytes) => bytes,
-        Bound::Unbounded => spare
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(BOUND_CAPACITY)),
-    };
-    bytes.clear();
-    bytes.extend_from_slice(key);
-    *bound = if included {
-        Bound::Included(bytes)
-    } else {
-        Bound::Excluded(bytes)
-    };
-}
-
-/// Sets `bound` to `new`, keeping the bytes `bound` held (in `spare` if `new` is unbounded).
-fn reset_bound<K: AsRef<[u8]>>(
-    bound: &mut Bound<Vec<u8>>,
-    spare: &mut Vec<Vec<u8>>,
-    new: Bound<&K>,
-) {
-    match new {
-        Bound::Included(key) => set_bound(bound, spare, key.as_ref(), true),
-        Bound::Excluded(key) => set_bound(bound, spare, key.as_ref(), false),
-        Bound::Unbounded => {
-            if let Bound::Included(bytes) | Bound::Excluded(bytes) =
-                std::mem::replace(bound, Bound::Unbounded)
-            {
-                spare.push(bytes);
-            }
-        }
+        Bound::Included(first) => key >= first,
+        Bound::Excluded(first) => key > first,
     }
 }
 
 impl Cursor {
     pub(crate) fn new<K: AsRef<[u8]>, R: RangeBounds<K>>(range: R) -> Cursor {
         let mut cursor = Cursor {
-            low: Bound::Unbounded,
-            high: Bound::Unbounded,
+            low: Position::unbounded(),
+            high: Position::unbounded(),
             exhausted: false,
             forward: Pace::new(),
             backward: Pace::new(),
-            spare: Vec::new(),
         };
         cursor.reset(range);
         cursor
@@ -291,8 +276,8 @@ impl Cursor {
     /// Starts over on `range`, keeping the memory the bounds had (a thread's scans reuse one
     /// cursor: see [`scan_tree`]).
     pub(crate) fn reset<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) {
-        reset_bound(&mut self.low, &mut self.spare, range.start_bound());
-        reset_bound(&mut self.high, &mut self.spare, range.end_bound());
+        self.low.set(range.start_bound().map(AsRef::as_ref));
+        self.high.set(range.end_bound().map(AsRef::as_ref));
         self.exhausted = false;
         self.forward = Pace::new();
         self.backward = Pace::new();
@@ -300,11 +285,7 @@ impl Cursor {
 
     /// Bytes the cursor holds for its bounds.
     fn capacity(&self) -> usize {
-        let bound = |bound: &Bound<Vec<u8>>| match bound {
-            Bound::Included(bytes) | Bound::Excluded(bytes) => bytes.capacity(),
-            Bound::Unbounded => 0,
-        };
-        bound(&self.low) + bound(&self.high) + self.spare.iter().map(Vec::capacity).sum::<usize>()
+        self.low.key.capacity() + self.high.key.capacity()
     }
 
     pub(crate) fn exhausted(&self) -> bool {
@@ -321,19 +302,19 @@ impl Cursor {
         downwards: bool,
     ) -> Result<()> {
         let from = if downwards {
-            match &self.high {
+            match self.high.get() {
                 Bound::Unbounded => ScanFrom::End,
                 Bound::Included(key) => ScanFrom::AtMost(key),
                 Bound::Excluded(key) => ScanFrom::Below(key),
             }
         } else {
-            match &self.low {
+            match self.low.get() {
                 Bound::Unbounded => ScanFrom::AtLeast(&[]),
                 Bound::Included(key) => ScanFrom::AtLeast(key),
                 Bound::Excluded(key) => ScanFrom::Above(key),
             }
         };
-        let (low, high) = (&self.low, &self.high);
+        let (low, high) = (self.low.get(), self.high.get());
         // Whether a key lies before the other end's position.
         let keep = |key: &[u8]| {
             if downwards {
@@ -353,10 +334,9 @@ impl Cursor {
             return Err(error);
         }
         pace.batch_limit = pace.batch_limit.saturating_mul(2);
-        // The next position: a key, and whether it is included.
         let next = if batch.limited {
             // Go on after the last key copied (the smallest, going down).
-            batch.last_key().map(|last| (last, false))
+            batch.last_key().map(Bound::Excluded)
         } else {
             // Keys beyond a fence that is past the other end are past it too. Going up, the
             // next leaf holds keys above the upper fence; going down, keys at or below the
@@ -364,16 +344,18 @@ impl Cursor {
             match batch.fence() {
                 Some(fence) if !batch.stopped && keep(fence) => {
                     pace.leaves_done += 1;
-                    Some((fence, downwards))
+                    Some(if downwards {
+                        Bound::Included(fence)
+                    } else {
+                        Bound::Excluded(fence)
+                    })
                 }
                 _ => None,
             }
         };
         match next {
-            Some((key, included)) if downwards => {
-                set_bound(&mut self.high, &mut self.spare, key, included)
-            }
-            Some((key, included)) => set_bound(&mut self.low, &mut self.spare, key, included),
+            Some(next) if downwards => self.high.set(next),
+            Some(next) => self.low.set(next),
             None => self.exhausted = true,
         }
         Ok(())

@@ -5,6 +5,15 @@
 
 use leankv::{Db, Options, Tree};
 
+/// `customer-` followed by `parts` (big-endian): a customer's prefix, or an order's key.
+fn customer_key(parts: &[u32]) -> Vec<u8> {
+    let mut key = b"customer-".to_vec();
+    for part in parts {
+        key.extend_from_slice(&part.to_be_bytes());
+    }
+    key
+}
+
 /// The scans measured: short bounded ones (one per customer), one with no start and one with
 /// no bounds that cross many leaves. Returns the bytes of the values seen.
 fn scan_all(tree: &Tree, bounds: &[(Vec<u8>, Vec<u8>)]) -> usize {
@@ -27,20 +36,11 @@ fn repeated_scans_allocate_nothing() {
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let tree = db.open_tree("orders").unwrap();
     for order in 0u32..2_000 {
-        let key = [
-            &b"customer-"[..],
-            &(order % 50).to_be_bytes(),
-            &order.to_be_bytes(),
-        ]
-        .concat();
-        tree.insert(key, [7u8; 40]).unwrap();
+        tree.insert(customer_key(&[order % 50, order]), [7u8; 40])
+            .unwrap();
     }
     let bounds: Vec<(Vec<u8>, Vec<u8>)> = (0..50u32)
-        .map(|customer| {
-            let start = [&b"customer-"[..], &customer.to_be_bytes()].concat();
-            let end = [&b"customer-"[..], &(customer + 1).to_be_bytes()].concat();
-            (start, end)
-        })
+        .map(|customer| (customer_key(&[customer]), customer_key(&[customer + 1])))
         .collect();
     let values = (2_000 + 1_000 + 2_000) * 40;
     // The first round grows the thread's buffers (and registers it with the epochs): counted,
