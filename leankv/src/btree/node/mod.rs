@@ -290,6 +290,35 @@ mod tests {
         node.view().check().unwrap();
     }
 
+    /// Hints are brought up to date only from the slot an insertion or removal changed on:
+    /// entries coming and going at the end, the front and the middle of a node with hints
+    /// (past 32 entries, across changes of their spacing) leave them as a full refresh would.
+    #[test]
+    fn hints_stay_exact_as_entries_come_and_go_anywhere() {
+        let mut page = vec![0u8; 16384];
+        let mut node = leaf(&mut page);
+        let key = |n: u32| (n * 4).to_be_bytes();
+        for n in 0..120 {
+            node.insert_at(n as usize, &key(n), b"value");
+            node.view().check().unwrap();
+        }
+        assert!(hint_spacing(node.view().count()).is_some());
+        for (round, n) in (0..40u32).enumerate() {
+            // Between existing keys: at the front, the middle and near the end in turn.
+            let between = [n * 4 + 1, 240 + n * 4 + 1, 470 - n * 4 + 1][round % 3];
+            let index = node.view().lower_bound(&between.to_be_bytes()).0;
+            node.insert_at(index, &between.to_be_bytes(), b"v");
+            node.view().check().unwrap();
+            let count = node.view().count();
+            node.remove_at([0, count / 2, count - 1][round % 3]);
+            node.view().check().unwrap();
+        }
+        while node.view().count() > 0 {
+            node.remove_at(node.view().count() / 3);
+            node.view().check().unwrap();
+        }
+    }
+
     #[test]
     fn inner_swips_are_aligned_and_visited() {
         let mut page = vec![0u8; 4096];

@@ -57,8 +57,36 @@ impl<'a> NodeMut<'a> {
         self.refresh_hints();
     }
 
+    /// Brings the hints up to date after an insertion or removal at slot `index` changed the
+    /// count from `count_before`: only the hints sampling slots from `index` on see other
+    /// slots now, unless the spacing changed. An insertion at a leaf's end (appended rows)
+    /// touches no hint at all where a full refresh reads sixteen slot lines under the latch.
+    fn refresh_hints_after(&mut self, index: usize, count_before: usize) {
+        let spacing = hint_spacing(self.view().count());
+        if spacing != hint_spacing(count_before) {
+            return self.refresh_hints();
+        }
+        if let Some(spacing) = spacing {
+            // Hint `i` samples slot `(i + 1) * spacing`.
+            for i in index.div_ceil(spacing).saturating_sub(1)..HINT_COUNT {
+                let head = self.view().head((i + 1) * spacing);
+                self.page.set_u32(HINTS + i * HEAD_LEN, head);
+            }
+        }
+        debug_assert!(self.hints_fresh(), "hints do not match the slots");
+    }
+
+    /// Whether the hints are those [`Self::refresh_hints`] would write.
+    fn hints_fresh(&self) -> bool {
+        let view = self.view();
+        let spacing = hint_spacing(view.count());
+        let hints = view.hints();
+        (0..HINT_COUNT)
+            .all(|i| hints[i] == spacing.map_or(0, |spacing| view.head((i + 1) * spacing)))
+    }
+
     /// Samples the hints from the slots (zeroes them in a node too small for hints). Every
-    /// change of the slots ends with it.
+    /// change of the slots ends with it or with [`Self::refresh_hints_after`].
     fn refresh_hints(&mut self) {
         let view = self.view();
         let mut hints = [0u8; HINT_COUNT * HEAD_LEN];
@@ -112,8 +140,9 @@ impl<'a> NodeMut<'a> {
 
     /// [`Self::insert_at`] for a leaf value as stored (maybe a large-value reference).
     pub(crate) fn insert_stored(&mut self, index: usize, key: &[u8], stored: Stored<'_>) {
+        let count_before = self.view().count();
         self.place(index, key, stored);
-        self.refresh_hints();
+        self.refresh_hints_after(index, count_before);
     }
 
     /// Inserts without refreshing the hints (a rebuild refreshes them once at its end).
@@ -169,7 +198,7 @@ impl<'a> NodeMut<'a> {
             let offset = self.view().widest_head_offset();
             self.set_head_offset(offset);
         }
-        self.refresh_hints();
+        self.refresh_hints_after(index, count);
     }
 
     /// Overwrites the value of leaf entry `index` with one of the same length (both inline).
