@@ -42,8 +42,10 @@
 //! hint `i` is the head of slot `(i + 1) * (count / 17)`, so the hints that are below and above
 //! a search key's head bound the slots its position can lie in to about a seventeenth of the
 //! node, and the binary search starts there (in a node of fewer entries they are zero and
-//! unused). The 16 hints share a cache line with the node's header; in a 16 KiB leaf of
-//! 120-byte values they save about four of the seven slot cache lines a search would touch.
+//! unused). An insertion or removal at slot `s` rewrites only the hints that sample slots from
+//! `s` on (all of them when the spacing changes), so appending at a leaf's end touches none.
+//! The 16 hints share a cache line with the node's header; in a 16 KiB leaf of 120-byte
+//! values they save about four of the seven slot cache lines a search would touch.
 //!
 //! Reading ([`Node`]) never panics and never leaves the page, whatever the bytes say (it may be
 //! reading a page that is being written; the caller validates afterwards). Writing
