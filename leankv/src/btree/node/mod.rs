@@ -302,13 +302,9 @@ mod tests {
         // (spacing 2, sampling slots 2 to 32), 40 to 41 keep that spacing.
         fn assert_hints_exact(node: &NodeMut<'_>) {
             let view = node.view();
-            let sampled: [u32; HINT_COUNT] = match hint_spacing(view.count()) {
-                Some(spacing) => std::array::from_fn(|i| view.head((i + 1) * spacing)),
-                None => [0; HINT_COUNT],
-            };
             assert_eq!(
                 view.hints(),
-                sampled,
+                view.sampled_hints(),
                 "after a change at {} entries",
                 view.count()
             );

@@ -91,6 +91,15 @@ impl<'a> Node<'a> {
         })
     }
 
+    /// The hints the slots call for: the head of slot `(i + 1) * spacing` for hint `i`, all
+    /// zero in a node too small for hints (see the module notes).
+    pub(super) fn sampled_hints(&self) -> [u32; HINT_COUNT] {
+        match hint_spacing(self.count()) {
+            Some(spacing) => std::array::from_fn(|i| self.head((i + 1) * spacing)),
+            None => [0; HINT_COUNT],
+        }
+    }
+
     /// The slots `low..high` that hold the position of a key with `head` among `count`
     /// entries, from the hints: the entries from the last hint below `head` to the first hint
     /// above it. Whatever the hint bytes say, `low <= high <= count`.

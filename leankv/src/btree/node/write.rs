@@ -74,27 +74,18 @@ impl<'a> NodeMut<'a> {
                 self.page.set_u32(HINTS + i * HEAD_LEN, head);
             }
         }
-        debug_assert!(self.hints_fresh(), "hints do not match the slots");
-    }
-
-    /// Whether the hints are those [`Self::refresh_hints`] would write.
-    fn hints_fresh(&self) -> bool {
-        let view = self.view();
-        let spacing = hint_spacing(view.count());
-        let hints = view.hints();
-        (0..HINT_COUNT)
-            .all(|i| hints[i] == spacing.map_or(0, |spacing| view.head((i + 1) * spacing)))
+        debug_assert_eq!(self.view().hints(), self.view().sampled_hints());
     }
 
     /// Samples the hints from the slots (zeroes them in a node too small for hints). Every
     /// change of the slots ends with it or with [`Self::refresh_hints_after`].
     fn refresh_hints(&mut self) {
-        let view = self.view();
         let mut hints = [0u8; HINT_COUNT * HEAD_LEN];
-        if let Some(spacing) = hint_spacing(view.count()) {
-            for (i, hint) in hints.chunks_exact_mut(HEAD_LEN).enumerate() {
-                hint.copy_from_slice(&view.head((i + 1) * spacing).to_le_bytes());
-            }
+        for (bytes, hint) in hints
+            .chunks_exact_mut(HEAD_LEN)
+            .zip(self.view().sampled_hints())
+        {
+            bytes.copy_from_slice(&hint.to_le_bytes());
         }
         self.page.set_bytes(HINTS, &hints);
     }
