@@ -60,8 +60,8 @@ impl<'a> NodeMut<'a> {
     /// Brings the hints up to date after an insertion or removal at slot `index` changed the
     /// count from `count_before`: only the hints sampling slots from `index` on see other
     /// slots now, unless the spacing changed. An insertion at a leaf's end (appended rows)
-    /// touches no hint (but when the spacing changes) where a full refresh reads up to
-    /// sixteen slot lines under the latch.
+    /// touches no hint unless the spacing changes, where a full refresh reads up to sixteen
+    /// slot lines under the latch.
     fn refresh_hints_after(&mut self, index: usize, count_before: usize) {
         let spacing = hint_spacing(self.view().count());
         if spacing != hint_spacing(count_before) {
