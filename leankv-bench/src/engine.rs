@@ -212,6 +212,12 @@ impl EngineKind {
         matches!(self, EngineKind::Inmem | EngineKind::Mmap)
     }
 
+    /// Engines that run the same whatever `--durability` asks (nothing they hold survives the
+    /// process, so they never log): run once per round, with the first durability.
+    pub fn ignores_durability(self) -> bool {
+        self.loads_per_run()
+    }
+
     /// Engines whose cached data lives in the OS page cache (to be capped by a memory
     /// cgroup); RocksDB only when it reads without O_DIRECT.
     pub fn uses_page_cache(self, direct_io: bool) -> bool {

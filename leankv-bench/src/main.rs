@@ -185,13 +185,15 @@ struct RunArgs {
     /// cache first): the fair budget for engines that cache through the OS.
     #[arg(long)]
     memory_cap: bool,
-    /// When a commit is durable. The default, eventual, is leankv's default (log synced within
-    /// 10 ms); immediate syncs before each commit returns (group commit); none logs without
-    /// syncing on the commit's account; off runs leankv without its write-ahead log (the
-    /// paper's engine). Peers get their closest setting and the in-memory baselines never log:
-    /// each engine's settings in the results say what it ran with. Loads always run off.
-    #[arg(long, value_enum, default_value_t = DurabilityLevel::default())]
-    durability: DurabilityLevel,
+    /// When a commit is durable, comma-separated: each runs in turn within a round, and the
+    /// others are compared with the first round by round (off,eventual: what the log costs).
+    /// The default, eventual, is leankv's default (log synced within 10 ms); immediate syncs
+    /// before each commit returns (group commit); none logs without syncing on the commit's
+    /// account; off runs leankv without its write-ahead log (the paper's engine). Peers get
+    /// their closest setting and the in-memory baselines never log: each engine's settings in
+    /// the results say what it ran with. Loads always run off.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "eventual")]
+    durability: Vec<DurabilityLevel>,
     /// Log bytes between leankv's checkpoints (256M, 1G) [default: leankv's, the pool size,
     /// between 64 MiB and 8 GiB]. Each checkpoint writes the pages changed since the last one,
     /// and every page's first change after it logs the page whole: shorter intervals bound
@@ -206,7 +208,12 @@ struct RunArgs {
 
 impl RunArgs {
     fn validate(&self) -> Result<()> {
-        if self.checkpoint_every.is_some() && self.durability == DurabilityLevel::Off {
+        let levels = &self.durability;
+        if levels.is_empty() || (1..levels.len()).any(|i| levels[..i].contains(&levels[i])) {
+            bail!("--durability takes each level at most once, and at least one");
+        }
+        let logged = self.durability.iter().any(|&d| d != DurabilityLevel::Off);
+        if self.checkpoint_every.is_some() && !logged {
             bail!(
                 "--checkpoint-every sets the interval of leankv's write-ahead log, which \
                  --durability off turns off"
@@ -255,6 +262,10 @@ struct YcsbArgs {
     /// Memory budget: bytes (512M, 2G) or a multiple of the data size (0.2x).
     #[arg(long, default_value = "2x")]
     pool: PoolSize,
+    /// Rounds over all runs, interleaved; medians over them follow the table, and with several
+    /// engines or durabilities, their ratios paired by round with a 95% confidence interval.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    repeat: u16,
     /// Cooling fractions for leankv-based engines, comma-separated (Fig. 11 sweep).
     #[arg(long, value_delimiter = ',', default_value = "0.1")]
     cooling: Vec<f64>,
@@ -281,9 +292,10 @@ struct TpccArgs {
     /// Memory budgets, comma-separated: bytes (512M, 2G) or multiples of the loaded data (2x).
     #[arg(long, value_delimiter = ',', default_value = "8G")]
     pool: Vec<PoolSize>,
-    /// Rounds over all runs, interleaved; a summary of median tps follows the table.
-    #[arg(long, default_value_t = 1)]
-    repeat: usize,
+    /// Rounds over all runs, interleaved; medians over them follow the table, and with several
+    /// engines or durabilities, their ratios paired by round with a 95% confidence interval.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    repeat: u16,
     /// Cooling fraction of leankv-based engines.
     #[arg(long, default_value_t = 0.1)]
     cooling: f64,
@@ -393,6 +405,7 @@ fn default_label(kind: &str) -> String {
 
 fn ycsb_suite(args: YcsbArgs) -> Result<()> {
     args.run.validate()?;
+    let durabilities = args.run.durability.clone();
     if args.run.threads.contains(&0) || args.cooling.iter().any(|c| !(0.0..1.0).contains(c)) {
         bail!("threads must be positive and cooling fractions in [0, 1)");
     }
@@ -415,7 +428,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         cooling: args.cooling,
         direct_io: args.common.direct_io,
         memory_cap: args.run.memory_cap,
-        durability: args.run.durability,
+        durability: durabilities[0],
         checkpoint_every: args.run.checkpoint_every,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
@@ -423,7 +436,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         page_size: args.run.page_size,
         load_order: args.load_order,
     };
-    let records = suite::run(&suite)?;
+    let records = suite::run_rounds(&suite, &durabilities, usize::from(args.repeat))?;
     println!(
         "results appended to {} (label {})",
         suite.results.display(),
@@ -471,12 +484,12 @@ fn tpcc_runs(args: TpccArgs) -> Result<()> {
         warmup: Duration::from_secs(args.warmup),
         affinity: args.affinity,
         pools: args.pool,
-        repeat: args.repeat,
+        repeat: usize::from(args.repeat),
         cooling_fraction: args.cooling,
         check: args.check,
         direct_io: args.common.direct_io,
         memory_cap: args.run.memory_cap,
-        durability: args.run.durability,
+        durabilities: args.run.durability,
         checkpoint_every: args.run.checkpoint_every,
         data_dir: args.common.data_dir(),
         results: args.common.results(),
@@ -613,8 +626,8 @@ fn headline(
 mod tests {
     use super::*;
 
-    /// The `--durability` of `ycsb` or `tpcc` parsed from `args`.
-    fn durability(args: &[&str]) -> Result<DurabilityLevel, clap::Error> {
+    /// The `--durability` list of `ycsb` or `tpcc` parsed from `args`.
+    fn durability(args: &[&str]) -> Result<Vec<DurabilityLevel>, clap::Error> {
         let cli = Cli::try_parse_from(["leankv-bench"].iter().chain(args))?;
         Ok(match cli.command {
             Some(Command::Ycsb(ycsb)) => ycsb.run.durability,
@@ -643,21 +656,35 @@ mod tests {
             let off = run(&["--checkpoint-every", "1G", "--durability", "off"]).unwrap();
             let error = off.validate().unwrap_err().to_string();
             assert!(error.contains("--durability off"), "{error}");
+            let twice = run(&["--durability", "off,eventual,off"]).unwrap();
+            assert!(twice.validate().is_err());
+            // With a logged level beside off, the interval is for that one.
+            run(&["--checkpoint-every", "1G", "--durability", "off,eventual"])
+                .unwrap()
+                .validate()
+                .unwrap();
         }
     }
 
     #[test]
     fn durability_flag_parses_with_eventual_as_default() {
         for command in ["ycsb", "tpcc"] {
-            assert_eq!(durability(&[command]).unwrap(), DurabilityLevel::Eventual);
+            assert_eq!(durability(&[command]).unwrap(), [DurabilityLevel::Eventual]);
             for (text, level) in [
                 ("off", DurabilityLevel::Off),
                 ("none", DurabilityLevel::None),
                 ("eventual", DurabilityLevel::Eventual),
                 ("immediate", DurabilityLevel::Immediate),
             ] {
-                assert_eq!(durability(&[command, "--durability", text]).unwrap(), level);
+                assert_eq!(
+                    durability(&[command, "--durability", text]).unwrap(),
+                    [level]
+                );
             }
+            assert_eq!(
+                durability(&[command, "--durability", "off,eventual"]).unwrap(),
+                [DurabilityLevel::Off, DurabilityLevel::Eventual]
+            );
             let error = durability(&[command, "--durability", "fsync"]).unwrap_err();
             assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue);
             assert!(error.to_string().contains("immediate"), "{error}");

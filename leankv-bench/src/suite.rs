@@ -10,7 +10,7 @@ use crate::engine::{
 use crate::engines;
 use crate::harness::{self, tempdir_in, Environment, Record};
 use crate::report::{self, Latency, Table};
-use crate::stats::{group_by, Spread};
+use crate::stats::{group_by, paired_table, Observation, Spread};
 use crate::workload::{Distribution, LoadOrder, Mix};
 use crate::ycsb::{self, RunSpec};
 use anyhow::{Context, Result};
@@ -106,6 +106,78 @@ pub struct YcsbRun {
 
 /// Runs the suite, appending each run to the results file and printing a table at the end.
 pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
+    let records = run_engines(suite)?;
+    println!("{}", table(&records).render());
+    Ok(records)
+}
+
+/// Runs the suite `rounds` times with each of `durabilities`, interleaved (round after round,
+/// each durability in turn within a round, so that the machine's drift reaches all alike),
+/// appending each run to the results file; prints the runs, the medians over the rounds (with
+/// more than one) and each engine and durability against the first, paired by round (with
+/// more than one of them).
+pub fn run_rounds(
+    suite: &Suite,
+    durabilities: &[DurabilityLevel],
+    rounds: usize,
+) -> Result<Vec<RunRecord>> {
+    let mut records = Vec::new();
+    for round in 1..=rounds {
+        for (index, &durability) in durabilities.iter().enumerate() {
+            let engines: Vec<EngineKind> = (suite.engines.iter().copied())
+                .filter(|kind| index == 0 || !kind.ignores_durability())
+                .collect();
+            if engines.is_empty() {
+                continue;
+            }
+            if rounds > 1 || durabilities.len() > 1 {
+                info!("round {round}/{rounds}, durability {}", durability.name());
+            }
+            records.extend(run_engines(&Suite {
+                engines,
+                durability,
+                round,
+                ..suite.clone()
+            })?);
+        }
+    }
+    println!("{}", table(&records).render());
+    if rounds > 1 {
+        println!(
+            "\nmedians over {rounds} rounds:\n{}",
+            summary(&records).render()
+        );
+    }
+    if let Some(paired) = paired(&records) {
+        println!("\npaired by round:\n{}", paired.render());
+    }
+    Ok(records)
+}
+
+/// Each engine and durability against the first of the same shape, paired by round (`None`
+/// with a single one).
+pub fn paired(records: &[RunRecord]) -> Option<Table> {
+    let observations: Vec<Observation> = records
+        .iter()
+        .map(|r| Observation {
+            shape: format!(
+                "{}T, {}, {}, pool/data {:.2}, cooling {:.0}%",
+                r.threads,
+                r.mix,
+                r.distribution,
+                r.pool_to_data,
+                r.cooling_fraction * 100.0
+            ),
+            variant: format!("{} {}", r.engine, r.durability.name()),
+            round: r.round,
+            rate: r.ops_per_s,
+        })
+        .collect();
+    paired_table(&observations)
+}
+
+/// Every engine × cooling fraction of `suite`, appending each run to the results file.
+fn run_engines(suite: &Suite) -> Result<Vec<RunRecord>> {
     std::fs::create_dir_all(&suite.data_dir)
         .with_context(|| format!("creating {}", suite.data_dir.display()))?;
     let environment = Environment::probe(&suite.data_dir);
@@ -120,7 +192,6 @@ pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
             records.extend(run_engine(suite, kind, cooling, &environment)?);
         }
     }
-    println!("{}", table(&records).render());
     Ok(records)
 }
 
@@ -362,9 +433,11 @@ fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -
 }
 
 /// Whether `candidate` is leankv's run of the same shape as `run` (threads, keys, mix, in
-/// memory or not): the reference of the `×leankv` columns.
+/// memory or not, durability, round): the reference of the `×leankv` columns.
 fn is_leankv_of(candidate: &YcsbRun, run: &YcsbRun) -> bool {
     candidate.engine == "leankv"
+        && candidate.round == run.round
+        && candidate.durability == run.durability
         && candidate.threads == run.threads
         && candidate.distribution == run.distribution
         && candidate.mix == run.mix
@@ -375,6 +448,7 @@ fn is_leankv_of(candidate: &YcsbRun, run: &YcsbRun) -> bool {
 pub fn table(records: &[RunRecord]) -> Table {
     let mut table = Table::new(&[
         "engine",
+        "durability",
         "threads",
         "keys",
         "pool/data",
@@ -394,6 +468,7 @@ pub fn table(records: &[RunRecord]) -> Table {
         let reference = records.iter().find(|other| is_leankv_of(other, record));
         table.row(vec![
             record.engine.to_string(),
+            record.durability.name().to_string(),
             record.threads.to_string(),
             record.distribution.clone(),
             format!("{:.2}", record.pool_to_data),
@@ -415,12 +490,13 @@ pub fn table(records: &[RunRecord]) -> Table {
     table
 }
 
-/// Median and spread of throughput over the rounds of each run shape (engine, threads, key
-/// distribution, mix, cooling, in memory or not); `×leankv` compares medians.
+/// Median and spread of throughput over the rounds of each run shape (engine, durability,
+/// threads, key distribution, mix, cooling, in memory or not); `×leankv` compares medians.
 pub fn summary(records: &[RunRecord]) -> Table {
     let groups: Vec<(&RunRecord, Spread, Spread)> = group_by(records, |r| {
         (
             r.engine,
+            r.durability,
             r.threads,
             r.distribution.clone(),
             r.mix.clone(),
@@ -437,6 +513,7 @@ pub fn summary(records: &[RunRecord]) -> Table {
     .collect();
     let mut table = Table::new(&[
         "engine",
+        "durability",
         "threads",
         "keys",
         "pool/data",
@@ -454,6 +531,7 @@ pub fn summary(records: &[RunRecord]) -> Table {
             .find(|(other, _, _)| is_leankv_of(other, first));
         table.row(vec![
             first.engine.to_string(),
+            first.durability.name().to_string(),
             first.threads.to_string(),
             first.distribution.clone(),
             format!("{:.2}", first.pool_to_data),
@@ -539,7 +617,13 @@ mod tests {
         );
         // A second round: the summary has one line with the median of both.
         let mut rounds = records.clone();
-        rounds.extend(run(&Suite { round: 2, ..small }).unwrap());
+        rounds.extend(
+            run(&Suite {
+                round: 2,
+                ..small.clone()
+            })
+            .unwrap(),
+        );
         assert_eq!((rounds[0].round, rounds[1].round), (1, 2));
         let medians = summary(&rounds).render();
         let lines: Vec<&str> = medians
@@ -556,5 +640,39 @@ mod tests {
         );
         let rendered = table(&records).render();
         assert!(rendered.contains("leankv"), "{rendered}");
+        // Rounds of several durabilities: each in turn within a round, the baselines that
+        // never log only at the first, and each compared with the first round by round.
+        let updates = Suite {
+            engines: vec![EngineKind::Leankv, EngineKind::Inmem],
+            pool: PoolSize::OfData(2.0),
+            mix: Mix::preset('a').unwrap(),
+            ..small
+        };
+        let levels = [DurabilityLevel::Off, DurabilityLevel::None];
+        let records = run_rounds(&updates, &levels, 2).unwrap();
+        let order: Vec<(&str, &str, usize)> = records
+            .iter()
+            .map(|r| (r.engine, r.durability.name(), r.round))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("leankv", "off", 1),
+                ("inmem", "off", 1),
+                ("leankv", "none", 1),
+                ("leankv", "off", 2),
+                ("inmem", "off", 2),
+                ("leankv", "none", 2),
+            ]
+        );
+        assert!(records[0].engine_settings.contains("no WAL"));
+        assert!(records[2].log_mib_written_per_s.unwrap() > 0.0);
+        let rendered = paired(&records).unwrap().render();
+        let rows: Vec<&str> = rendered.lines().skip(2).collect();
+        assert_eq!(rows.len(), 2, "{rendered}");
+        assert!(rows[0].contains("inmem off / leankv off"), "{rendered}");
+        assert!(rows[1].contains("leankv none / leankv off"), "{rendered}");
+        let ratio = records[5].ops_per_s / records[3].ops_per_s;
+        assert!(rows[1].contains(&format!(" {ratio:.2}  ")), "{rendered}");
     }
 }

@@ -405,7 +405,7 @@ fn run_leankv(
                 check: false,
                 direct_io: args.common.direct_io,
                 memory_cap: false,
-                durability: args.durability,
+                durabilities: vec![args.durability],
                 checkpoint_every: None,
                 data_dir: sitting.data_dir.clone(),
                 results,

@@ -156,8 +156,10 @@ pub fn tpcc_series(records: &[Value], title: &str, path: &Path) -> Result<()> {
         .iter()
         .filter(|record| number(record, "round") <= 1.0)
         .map(|record| {
+            // Results from before the log have no durability.
+            let durability = record["durability"].as_str().unwrap_or_default();
             let name = format!(
-                "{} {}T pool {} MiB",
+                "{} {durability} {}T pool {} MiB",
                 text(record, "engine"),
                 number(record, "threads"),
                 number(record, "pool_bytes") as u64 >> 20

@@ -157,7 +157,7 @@ fn tpcc_config(warehouses: u32, threads: usize, direct_io: bool, data_dir: &Path
         check: false,
         direct_io,
         memory_cap: false,
-        durability: DurabilityLevel::default(),
+        durabilities: vec![DurabilityLevel::default()],
         checkpoint_every: None,
         data_dir: data_dir.to_path_buf(),
         results: PathBuf::new(),

@@ -10,7 +10,7 @@ use super::setup::{Config, SEED};
 use super::txn::{Kind, Outcome, Worker};
 use super::{check, schema};
 use crate::cgroup::{open_capped, MemoryCap};
-use crate::engine::{counter, Engine, EngineKind, Setup};
+use crate::engine::{counter, DurabilityLevel, Engine, EngineKind, Setup};
 use crate::engines;
 use crate::harness::{self, tempdir_in, Clock, Environment, Record, Timed};
 use crate::report::{self, new_histogram, Latency};
@@ -22,20 +22,35 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tracing::{error, info};
 
-/// One run of `kind` with `pool_bytes` and `threads` workers, as round `round`.
+/// How one run differs from the others of a [`Config`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RunShape {
+    pub kind: EngineKind,
+    pub durability: DurabilityLevel,
+    pub pool_bytes: usize,
+    pub threads: usize,
+    pub round: usize,
+}
+
+/// One run of `shape`.
 pub(super) fn run_one(
     config: &Config,
-    kind: EngineKind,
-    pool_bytes: usize,
-    threads: usize,
-    round: usize,
+    shape: RunShape,
     environment: &Environment,
 ) -> Result<TpccRecord> {
+    let RunShape {
+        kind,
+        durability,
+        pool_bytes,
+        threads,
+        round,
+    } = shape;
     info!(
-        "tpcc: {} with {} warehouses, {threads} threads, pool {} MiB",
+        "tpcc: {} with {} warehouses, {threads} threads, pool {} MiB, durability {}",
         kind.name(),
         config.warehouses,
-        pool_bytes >> 20
+        pool_bytes >> 20,
+        durability.name()
     );
     let scratch = tempdir_in(&config.data_dir)?;
     let setup = Setup {
@@ -46,7 +61,7 @@ pub(super) fn run_one(
         data_bytes: load_setup(config).data_bytes * 4,
         tables: schema::TABLES,
         scan_prefetch: leankv::DEFAULT_SCAN_PREFETCH,
-        durability: config.durability,
+        durability,
         checkpoint_every: config.checkpoint_every,
         page_size: config.page_size,
     };
@@ -114,7 +129,7 @@ pub(super) fn run_one(
         page_reads_per_s: per_second(measured.page_reads),
         page_writes_per_s: per_second(measured.page_writes),
         mib_written_per_s: measured.bytes_written as f64 / seconds / (1 << 20) as f64,
-        durability: config.durability,
+        durability,
         commit_unit: engine.transaction_unit(),
         log_mib_written_per_s: counter(&counters, "log_bytes_written")
             .map(|bytes| per_second(bytes) / (1 << 20) as f64),

@@ -20,7 +20,8 @@ mod tests;
 pub mod txn;
 
 pub(crate) use driver::run_workers;
-pub use results::{summary, table, TpccRecord};
+use driver::RunShape;
+pub use results::{paired, summary, table, TpccRecord};
 pub use setup::Config;
 pub(crate) use setup::{copy_dir, ensure_loaded};
 
@@ -33,6 +34,9 @@ use anyhow::{bail, Context, Result};
 pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
     if config.warehouses == 0 || config.threads.contains(&0) {
         bail!("warehouses and threads must be positive");
+    }
+    if config.durabilities.is_empty() {
+        bail!("no durability to run");
     }
     let most_threads = config.threads.iter().copied().max().unwrap_or(1);
     if config.affinity && most_threads > config.warehouses as usize {
@@ -59,18 +63,31 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
         0
     };
     let mut records = Vec::new();
+    // The engines and durabilities innermost: the runs compared with each other follow each
+    // other, so that the machine's drift between them is least. Engines that never log run
+    // with the first durability only.
     for round in 1..=config.repeat.max(1) {
-        for &kind in &config.engines {
-            for &pool in &config.pools {
-                for &threads in &config.threads {
-                    let pool_bytes = pool.bytes(reference_bytes).max(64 << 20);
-                    let record =
-                        driver::run_one(config, kind, pool_bytes, threads, round, &environment)?;
-                    report::append(&config.results, &record)?;
-                    let failed = record.check == "failed";
-                    records.push(record);
-                    if failed {
-                        bail!("the consistency check failed (violations above)");
+        for &pool in &config.pools {
+            for &threads in &config.threads {
+                for (index, &durability) in config.durabilities.iter().enumerate() {
+                    for &kind in &config.engines {
+                        if index > 0 && kind.ignores_durability() {
+                            continue;
+                        }
+                        let shape = RunShape {
+                            kind,
+                            durability,
+                            pool_bytes: pool.bytes(reference_bytes).max(64 << 20),
+                            threads,
+                            round,
+                        };
+                        let record = driver::run_one(config, shape, &environment)?;
+                        report::append(&config.results, &record)?;
+                        let failed = record.check == "failed";
+                        records.push(record);
+                        if failed {
+                            bail!("the consistency check failed (violations above)");
+                        }
                     }
                 }
             }
@@ -83,7 +100,7 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
             format!(
                 "{}: durability {}, commit per {}",
                 record.engine,
-                config.durability.name(),
+                record.durability.name(),
                 record.commit_unit
             )
         })
@@ -97,6 +114,9 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
             config.repeat,
             summary(&records).render()
         );
+    }
+    if let Some(paired) = paired(&records) {
+        println!("\npaired by round:\n{}", paired.render());
     }
     Ok(records)
 }

@@ -4,7 +4,7 @@
 use crate::engine::DurabilityLevel;
 use crate::harness::Record;
 use crate::report::{rate_or_dash, Latency, Table};
-use crate::stats::{group_by, Spread};
+use crate::stats::{group_by, paired_table, Observation, Spread};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -66,21 +66,24 @@ pub struct TpccRun {
     pub direct_io: bool,
 }
 
-/// Median, lowest and highest tps of each engine, thread count and pool over the rounds;
-/// `×leankv` compares medians.
+/// Median, lowest and highest tps of each engine, durability, thread count and pool over the
+/// rounds; `×leankv` compares medians.
 pub fn summary(records: &[TpccRecord]) -> Table {
-    let groups: Vec<((&str, usize, usize), Spread)> =
-        group_by(records, |r| (r.engine, r.threads, r.pool_bytes))
-            .into_iter()
-            .map(|(shape, runs)| {
-                (
-                    shape,
-                    Spread::of(&runs.iter().map(|r| r.tps).collect::<Vec<_>>()),
-                )
-            })
-            .collect();
+    type Shape = (&'static str, DurabilityLevel, usize, usize);
+    let groups: Vec<(Shape, Spread)> = group_by(records, |r| {
+        (r.engine, r.durability, r.threads, r.pool_bytes)
+    })
+    .into_iter()
+    .map(|(shape, runs)| {
+        (
+            shape,
+            Spread::of(&runs.iter().map(|r| r.tps).collect::<Vec<_>>()),
+        )
+    })
+    .collect();
     let mut table = Table::new(&[
         "engine",
+        "durability",
         "threads",
         "pool MiB",
         "median tps",
@@ -88,13 +91,16 @@ pub fn summary(records: &[TpccRecord]) -> Table {
         "max",
         "×leankv",
     ]);
-    for ((engine, threads, pool), tps) in &groups {
+    for ((engine, durability, threads, pool), tps) in &groups {
         let reference = groups
             .iter()
-            .find(|((e, t, p), _)| *e == "leankv" && t == threads && p == pool)
+            .find(|((e, d, t, p), _)| {
+                *e == "leankv" && d == durability && t == threads && p == pool
+            })
             .map(|(_, tps)| tps.median);
         table.row(vec![
             engine.to_string(),
+            durability.name().to_string(),
             threads.to_string(),
             (pool >> 20).to_string(),
             format!("{:.0}", tps.median),
@@ -106,10 +112,27 @@ pub fn summary(records: &[TpccRecord]) -> Table {
     table
 }
 
-/// The results as a table; `×leankv` compares with leankv's run of the same shape and round.
+/// Each engine and durability against the first of the same thread count and pool, paired by
+/// round (`None` with a single one).
+pub fn paired(records: &[TpccRecord]) -> Option<Table> {
+    let observations: Vec<Observation> = records
+        .iter()
+        .map(|r| Observation {
+            shape: format!("{}T, pool {} MiB", r.threads, r.pool_bytes >> 20),
+            variant: format!("{} {}", r.engine, r.durability.name()),
+            round: r.round,
+            rate: r.tps,
+        })
+        .collect();
+    paired_table(&observations)
+}
+
+/// The results as a table; `×leankv` compares with leankv's run of the same shape, durability
+/// and round.
 pub fn table(records: &[TpccRecord]) -> Table {
     let mut table = Table::new(&[
         "engine",
+        "durability",
         "threads",
         "pool MiB",
         "data MiB start->end",
@@ -126,12 +149,14 @@ pub fn table(records: &[TpccRecord]) -> Table {
     for record in records {
         let reference = records.iter().find(|other| {
             other.engine == "leankv"
+                && other.durability == record.durability
                 && other.threads == record.threads
                 && other.pool_bytes == record.pool_bytes
                 && other.round == record.round
         });
         table.row(vec![
             record.engine.to_string(),
+            record.durability.name().to_string(),
             record.threads.to_string(),
             (record.pool_bytes >> 20).to_string(),
             format!(

@@ -35,15 +35,17 @@ pub struct Config {
     /// starts transactions there (remote accesses still reach other warehouses).
     pub affinity: bool,
     pub pools: Vec<PoolSize>,
-    /// Rounds over all runs, interleaved (engine after engine, round after round), so that
-    /// drift of a shared machine hits every engine alike; the summary takes medians.
+    /// Rounds over all runs, interleaved (round after round; within a round, each engine and
+    /// durability in turn for each pool and thread count), so that drift of a shared machine
+    /// hits every engine alike; the summaries take medians and ratios paired by round.
     pub repeat: usize,
     pub cooling_fraction: f64,
     pub check: bool,
     pub direct_io: bool,
     pub memory_cap: bool,
-    /// Of every write a transaction makes, each its own commit (see `txn`).
-    pub durability: DurabilityLevel,
+    /// Of the measured runs, each in turn (the first is the others' baseline); with engines
+    /// that cannot commit a transaction at once, of every write it makes (see `txn`).
+    pub durabilities: Vec<DurabilityLevel>,
     /// Log bytes between leankv's checkpoints in the measured runs (`None`: leankv's default).
     pub checkpoint_every: Option<u64>,
     pub data_dir: PathBuf,

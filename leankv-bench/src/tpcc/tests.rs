@@ -26,7 +26,7 @@ fn config(dir: &Path) -> Config {
         check: true,
         direct_io: false,
         memory_cap: false,
-        durability: DurabilityLevel::Immediate,
+        durabilities: vec![DurabilityLevel::Immediate],
         checkpoint_every: None,
         data_dir: dir.join("data"),
         results: dir.join("results.jsonl"),
@@ -162,6 +162,46 @@ fn a_short_run_records_its_time_series_and_passes_the_checks() {
         medians.contains("leankv") && medians.contains("1.00"),
         "{medians}"
     );
+    assert!(paired(&again).is_none(), "one engine at one durability");
+}
+
+#[test]
+fn durabilities_alternate_within_each_round_and_pair_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        engines: vec![EngineKind::Leankv, EngineKind::Inmem],
+        durabilities: vec![DurabilityLevel::Off, DurabilityLevel::None],
+        repeat: 2,
+        duration: Duration::from_millis(300),
+        pools: vec![PoolSize::OfData(2.0)],
+        ..config(dir.path())
+    };
+    let records = run(&config).unwrap();
+    // Per round: leankv and inmem at off, then leankv alone at none (inmem never logs).
+    let order: Vec<(&str, &str, usize)> = records
+        .iter()
+        .map(|r| (r.engine, r.durability.name(), r.round))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("leankv", "off", 1),
+            ("inmem", "off", 1),
+            ("leankv", "none", 1),
+            ("leankv", "off", 2),
+            ("inmem", "off", 2),
+            ("leankv", "none", 2),
+        ]
+    );
+    assert!(records[2].log_mib_written_per_s.unwrap() > 0.0);
+    assert!(records[0].engine_settings.contains("no WAL"));
+    let rendered = paired(&records).unwrap().render();
+    let rows: Vec<&str> = rendered.lines().skip(2).collect();
+    assert_eq!(rows.len(), 2, "{rendered}");
+    assert!(rows[0].contains("inmem off / leankv off"), "{rendered}");
+    assert!(rows[1].contains("leankv none / leankv off"), "{rendered}");
+    let ratio = records[2].tps / records[0].tps;
+    assert!(rows[1].contains(&format!("{ratio:.2} ")), "{rendered}");
 }
 
 #[test]
