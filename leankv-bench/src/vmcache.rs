@@ -18,7 +18,7 @@
 use crate::engine::{DurabilityLevel, EngineKind, PoolSize, ReadPath};
 use crate::harness::{Record, Sitting};
 use crate::report::{self, Table};
-use crate::stats::{group_by, Spread};
+use crate::stats::{group_by, Paired, Spread};
 use crate::suite::{self, Suite};
 use crate::tpcc;
 use crate::workload::{Distribution, LoadOrder, Mix};
@@ -443,7 +443,8 @@ fn table(records: &[Record<VersusRun>]) -> Table {
     table
 }
 
-/// Per workload and thread count: the median rates and the median and range of the ratios.
+/// Per workload and thread count: the median rates, the median and range of the ratios, and
+/// the ratios' geometric mean with its 95% confidence interval (rounds paired, see `stats`).
 fn summary(records: &[Record<VersusRun>]) -> Table {
     let mut table = Table::new(&[
         "workload",
@@ -453,6 +454,8 @@ fn summary(records: &[Record<VersusRun>]) -> Table {
         "leankv (median)",
         "ratio (median)",
         "ratio range",
+        "geo. mean",
+        "95% interval",
     ]);
     let groups = group_by(records.iter().map(|record| &record.run), |run| {
         (run.workload, run.threads)
@@ -462,6 +465,11 @@ fn summary(records: &[Record<VersusRun>]) -> Table {
             Spread::of(&runs.iter().map(|run| value(run)).collect::<Vec<_>>())
         };
         let ratio = spread(|run| run.ratio);
+        let pairs: Vec<(f64, f64)> = runs
+            .iter()
+            .map(|run| (run.vmcache_per_s, run.leankv_per_s))
+            .collect();
+        let paired = Paired::of(&pairs);
         table.row(vec![
             format!("{workload:?}").to_lowercase(),
             threads.to_string(),
@@ -470,6 +478,12 @@ fn summary(records: &[Record<VersusRun>]) -> Table {
             format!("{:.0}", spread(|run| run.leankv_per_s).median),
             format!("{:.2}", ratio.median),
             format!("{:.2}-{:.2}", ratio.min, ratio.max),
+            paired
+                .as_ref()
+                .map_or("-".into(), |paired| format!("{:.3}", paired.mean)),
+            paired
+                .and_then(|paired| paired.interval)
+                .map_or("-".into(), |(low, high)| format!("{low:.3}-{high:.3}")),
         ]);
     }
     table
@@ -478,6 +492,44 @@ fn summary(records: &[Record<VersusRun>]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_pairs_each_rounds_rates() {
+        let environment = crate::harness::Environment::probe(std::path::Path::new("."));
+        let record = |round, vmcache: f64, leankv: f64| Record {
+            header: environment.header("vmcache", "test", &()),
+            run: VersusRun {
+                workload: Workload::Tpcc,
+                scenario: Scenario::InMemory,
+                size: 5,
+                pool_bytes: 8 << 30,
+                threads: 2,
+                round,
+                durability: DurabilityLevel::Off,
+                duration_s: 15,
+                warmup_s: 0,
+                vmcache_per_s: vmcache,
+                leankv_per_s: leankv,
+                ratio: leankv / vmcache,
+                vmcache_read_mib_s: 0.0,
+                leankv_page_reads_per_s: 0.0,
+                leankv_peak_rss_bytes: 0,
+            },
+        };
+        // The machine halves its speed in round 2: the ratio stays 1.1.
+        let last_cells = |table: Table| {
+            let rendered = table.render();
+            let row = rendered.lines().last().unwrap_or_default().to_string();
+            let cells: Vec<String> = row.split_whitespace().map(String::from).collect();
+            cells[cells.len() - 2..].to_vec()
+        };
+        let paired = summary(&[record(1, 100.0, 110.0), record(2, 50.0, 55.0)]);
+        assert_eq!(last_cells(paired), ["1.100", "1.100-1.100"]);
+        assert_eq!(
+            last_cells(summary(&[record(1, 100.0, 90.0)])),
+            ["0.900", "-"]
+        );
+    }
 
     #[test]
     fn vmcache_output_is_averaged_after_the_warmup() {
