@@ -185,8 +185,9 @@ struct RunArgs {
     /// cache first): the fair budget for engines that cache through the OS.
     #[arg(long)]
     memory_cap: bool,
-    /// When a commit is durable, comma-separated: each runs in turn within a round, and the
-    /// others are compared with the first round by round (off,eventual: what the log costs).
+    /// When a commit is durable, comma-separated: each runs in turn within a round, and within
+    /// each engine the others are compared with the first round by round (off,eventual: what
+    /// the log costs); engines that never log run at the first only.
     /// The default, eventual, is leankv's default (log synced within 10 ms); immediate syncs
     /// before each commit returns (group commit); none logs without syncing on the commit's
     /// account; off runs leankv without its write-ahead log (the paper's engine). Peers get

@@ -33,8 +33,12 @@ pub fn bar_label(record: &Value) -> String {
     } else {
         format!("pool={pool:.2}x data")
     };
+    // Results from before the log have no durability.
+    let durability = record["durability"]
+        .as_str()
+        .map_or(String::new(), |level| format!(" {level}"));
     format!(
-        "{} {}T {}",
+        "{}{durability} {}T {}",
         record["engine"].as_str().unwrap_or("?"),
         record["threads"],
         place

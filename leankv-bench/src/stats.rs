@@ -71,7 +71,7 @@ const T_975: [f64; 30] = [
 ];
 
 /// The 97.5% quantile of Student's t with `degrees` degrees of freedom (at least 1); beyond
-/// the table, the value at the start of each range (slightly wide, never narrow).
+/// the table, the value at the end of the range before (slightly wide, never narrow).
 fn t_975(degrees: usize) -> f64 {
     debug_assert!(degrees >= 1);
     match degrees {
@@ -81,6 +81,17 @@ fn t_975(degrees: usize) -> f64 {
         61..=120 => 2.000,
         _ => 1.980,
     }
+}
+
+/// `items` with their indexes in the order round `round` (from 1) runs them: as listed in odd
+/// rounds, reversed in even ones, so that no variant always runs first (right after a load,
+/// or after the one before it flushed), whose effect pairing by round could not remove.
+pub fn round_order<T: Copy>(items: &[T], round: usize) -> Vec<(usize, T)> {
+    let mut ordered: Vec<(usize, T)> = items.iter().copied().enumerate().collect();
+    if round.is_multiple_of(2) {
+        ordered.reverse();
+    }
+    ordered
 }
 
 /// A variant's rates against a baseline's, paired by round.
@@ -123,19 +134,23 @@ impl Paired {
     }
 }
 
-/// One measured rate: of `variant` (an engine, a durability) in round `round` of a run of
+/// One measured rate: of `engine` at `setting` (a durability) in round `round` of a run of
 /// shape `shape` (threads, pool, ...).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observation {
     pub shape: String,
-    pub variant: String,
+    pub engine: String,
+    pub setting: String,
     pub round: usize,
     pub rate: f64,
 }
 
-/// Per shape, every variant against the shape's first (its baseline), paired by round: the
-/// ratio of each round, of the sums, and their geometric mean with its 95% confidence
-/// interval. `None` when no shape ran two variants.
+/// Per shape, each engine at each setting against the same engine at the shape's first
+/// setting (what the setting costs) and against the shape's first engine at the same setting
+/// (engine against engine), paired by round: the ratio of each round, of the sums, and their
+/// geometric mean with its 95% confidence interval. A round missing either side, or with a
+/// rate that is not positive, is left out; a second run of the same engine, setting and round
+/// (a value listed twice) is ignored. `None` when nothing pairs.
 pub fn paired_table(observations: &[Observation]) -> Option<Table> {
     let mut table = Table::new(&[
         "shape",
@@ -148,37 +163,71 @@ pub fn paired_table(observations: &[Observation]) -> Option<Table> {
     ]);
     let mut rows = 0;
     for (shape, runs) in group_by(observations, |o| o.shape.clone()) {
-        let variants = group_by(runs, |o| o.variant.clone());
-        let Some(((baseline, base_runs), others)) = variants.split_first() else {
+        let (Some(first_engine), Some(first_setting)) = (
+            runs.first().map(|o| o.engine.as_str()),
+            runs.first().map(|o| o.setting.as_str()),
+        ) else {
             continue;
         };
-        for (variant, runs) in others {
-            let pairs: Vec<(f64, f64)> = runs
+        let variants = group_by(runs.iter().copied(), |o| {
+            (o.engine.clone(), o.setting.clone())
+        });
+        let runs_of = |engine: &str, setting: &str| {
+            variants
                 .iter()
-                .filter_map(|run| {
-                    let base = base_runs.iter().find(|b| b.round == run.round)?;
-                    Some((base.rate, run.rate))
-                })
-                .collect();
-            let Some(paired) = Paired::of(&pairs) else {
-                continue;
-            };
-            let ratios: Vec<String> = paired.ratios.iter().map(|r| format!("{r:.2}")).collect();
-            table.row(vec![
-                shape.clone(),
-                format!("{variant} / {baseline}"),
-                paired.ratios.len().to_string(),
-                ratios.join(" "),
-                format!("{:.3}", paired.ratio_of_sums),
-                format!("{:.3}", paired.mean),
-                paired
-                    .interval
-                    .map_or("-".into(), |(low, high)| format!("{low:.3}-{high:.3}")),
-            ]);
-            rows += 1;
+                .find(|((e, s), _)| e == engine && s == setting)
+                .map(|(_, runs)| runs.as_slice())
+        };
+        for ((engine, setting), variant_runs) in &variants {
+            let mut baselines = Vec::new();
+            if setting != first_setting {
+                baselines.push((engine.as_str(), first_setting));
+            }
+            if engine != first_engine {
+                baselines.push((first_engine, setting.as_str()));
+            }
+            for (base_engine, base_setting) in baselines {
+                let Some(base_runs) = runs_of(base_engine, base_setting) else {
+                    continue;
+                };
+                let Some(paired) = Paired::of(&pairs_by_round(base_runs, variant_runs)) else {
+                    continue;
+                };
+                let ratios: Vec<String> = paired.ratios.iter().map(|r| format!("{r:.2}")).collect();
+                table.row(vec![
+                    shape.clone(),
+                    format!("{engine} {setting} / {base_engine} {base_setting}"),
+                    paired.ratios.len().to_string(),
+                    ratios.join(" "),
+                    format!("{:.3}", paired.ratio_of_sums),
+                    format!("{:.3}", paired.mean),
+                    paired
+                        .interval
+                        .map_or("-".into(), |(low, high)| format!("{low:.3}-{high:.3}")),
+                ]);
+                rows += 1;
+            }
         }
     }
     (rows > 0).then_some(table)
+}
+
+/// `(baseline, variant)` rates of the rounds both ran with positive rates, each round once.
+fn pairs_by_round(baseline: &[&Observation], variant: &[&Observation]) -> Vec<(f64, f64)> {
+    let mut pairs = Vec::new();
+    let mut rounds_seen = Vec::new();
+    for run in variant {
+        if rounds_seen.contains(&run.round) {
+            continue;
+        }
+        rounds_seen.push(run.round);
+        if let Some(base) = baseline.iter().find(|b| b.round == run.round) {
+            if base.rate > 0.0 && run.rate > 0.0 {
+                pairs.push((base.rate, run.rate));
+            }
+        }
+    }
+    pairs
 }
 
 #[cfg(test)]
@@ -234,6 +283,13 @@ mod tests {
     }
 
     #[test]
+    fn even_rounds_run_in_reverse() {
+        assert_eq!(round_order(&['a', 'b'], 1), [(0, 'a'), (1, 'b')]);
+        assert_eq!(round_order(&['a', 'b'], 2), [(1, 'b'), (0, 'a')]);
+        assert_eq!(round_order(&['a', 'b'], 3), [(0, 'a'), (1, 'b')]);
+    }
+
+    #[test]
     fn t_quantiles_fall_towards_the_normal_one() {
         assert_eq!(t_975(1), 12.706);
         assert_eq!(t_975(30), 2.042);
@@ -244,29 +300,50 @@ mod tests {
     }
 
     #[test]
-    fn paired_table_compares_each_variant_with_the_first_of_its_shape() {
-        let observation = |shape: &str, variant: &str, round, rate| Observation {
+    fn paired_table_compares_settings_within_an_engine_and_engines_within_a_setting() {
+        let observation = |shape: &str, engine: &str, setting: &str, round, rate| Observation {
             shape: shape.into(),
-            variant: variant.into(),
+            engine: engine.into(),
+            setting: setting.into(),
             round,
             rate,
         };
         let observations = [
-            observation("1 thread", "off", 1, 100.0),
-            observation("1 thread", "eventual", 1, 90.0),
-            observation("1 thread", "off", 2, 80.0),
-            observation("1 thread", "eventual", 2, 60.0),
-            // A round without its baseline is left out of the pairs.
-            observation("1 thread", "eventual", 3, 1.0),
-            observation("2 threads", "off", 1, 200.0),
+            observation("1T", "leankv", "off", 1, 100.0),
+            observation("1T", "rocksdb", "off", 1, 50.0),
+            observation("1T", "leankv", "eventual", 1, 90.0),
+            observation("1T", "rocksdb", "eventual", 1, 20.0),
+            observation("1T", "leankv", "off", 2, 80.0),
+            observation("1T", "rocksdb", "off", 2, 40.0),
+            observation("1T", "leankv", "eventual", 2, 60.0),
+            observation("1T", "rocksdb", "eventual", 2, 20.0),
+            // A round without its baseline is left out, and a run listed twice counts once.
+            observation("1T", "leankv", "eventual", 3, 1.0),
+            observation("1T", "leankv", "eventual", 2, 1.0),
+            observation("2T", "leankv", "off", 1, 200.0),
         ];
         let rendered = paired_table(&observations).unwrap().render();
-        let lines: Vec<&str> = rendered.lines().collect();
-        assert_eq!(lines.len(), 3, "{rendered}");
-        assert!(lines[2].starts_with("1 thread"), "{rendered}");
-        assert!(lines[2].contains("eventual / off"), "{rendered}");
-        assert!(lines[2].contains("0.90 0.75"), "{rendered}");
-        assert!(lines[2].contains("0.833"), "{rendered}"); // 150 / 180
-        assert!(paired_table(&observations[5..]).is_none());
+        let rows: Vec<Vec<&str>> = rendered
+            .lines()
+            .skip(2)
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        let expect = |variant: &str, ratios: &str, of_sums: &str| {
+            let row = rows
+                .iter()
+                .find(|row| row[1..6].join(" ") == variant)
+                .unwrap_or_else(|| panic!("no row {variant}:\n{rendered}"));
+            assert_eq!(row[6], "2", "{rendered}");
+            assert_eq!(row[7..9].join(" "), ratios, "{rendered}");
+            assert_eq!(row[9], of_sums, "{rendered}");
+        };
+        // Engine against engine at each setting; each setting against off within each engine,
+        // never rocksdb at eventual against leankv at off.
+        expect("rocksdb off / leankv off", "0.50 0.50", "0.500");
+        expect("leankv eventual / leankv off", "0.90 0.75", "0.833");
+        expect("rocksdb eventual / leankv eventual", "0.22 0.33", "0.267");
+        expect("rocksdb eventual / rocksdb off", "0.40 0.50", "0.444");
+        assert_eq!(rows.len(), 4, "{rendered}");
+        assert!(paired_table(&observations[10..]).is_none());
     }
 }

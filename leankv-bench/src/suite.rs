@@ -10,7 +10,7 @@ use crate::engine::{
 use crate::engines;
 use crate::harness::{self, tempdir_in, Environment, Record};
 use crate::report::{self, Latency, Table};
-use crate::stats::{group_by, paired_table, Observation, Spread};
+use crate::stats::{group_by, paired_table, round_order, Observation, Spread};
 use crate::workload::{Distribution, LoadOrder, Mix};
 use crate::ycsb::{self, RunSpec};
 use anyhow::{Context, Result};
@@ -112,7 +112,8 @@ pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
 }
 
 /// Runs the suite `rounds` times with each of `durabilities`, interleaved (round after round,
-/// each durability in turn within a round, so that the machine's drift reaches all alike),
+/// each durability in turn within a round, so that the machine's drift reaches all alike; see
+/// [`round_order`]),
 /// appending each run to the results file; prints the runs, the medians over the rounds (with
 /// more than one) and each engine and durability against the first, paired by round (with
 /// more than one of them).
@@ -123,8 +124,9 @@ pub fn run_rounds(
 ) -> Result<Vec<RunRecord>> {
     let mut records = Vec::new();
     for round in 1..=rounds {
-        for (index, &durability) in durabilities.iter().enumerate() {
-            let engines: Vec<EngineKind> = (suite.engines.iter().copied())
+        for (index, durability) in round_order(durabilities, round) {
+            let engines: Vec<EngineKind> = (round_order(&suite.engines, round).into_iter())
+                .map(|(_, kind)| kind)
                 .filter(|kind| index == 0 || !kind.ignores_durability())
                 .collect();
             if engines.is_empty() {
@@ -154,21 +156,27 @@ pub fn run_rounds(
     Ok(records)
 }
 
-/// Each engine and durability against the first of the same shape, paired by round (`None`
-/// with a single one).
+/// Each durability against the first within each engine, and each engine against the first
+/// at each durability, paired by round within runs of one shape (`None` if nothing pairs).
 pub fn paired(records: &[RunRecord]) -> Option<Table> {
     let observations: Vec<Observation> = records
         .iter()
         .map(|r| Observation {
+            // In or beyond memory rather than pool/data, which moves with the data's size.
             shape: format!(
-                "{}T, {}, {}, pool/data {:.2}, cooling {:.0}%",
+                "{}T, {}, {}, {} memory, cooling {}",
                 r.threads,
                 r.mix,
                 r.distribution,
-                r.pool_to_data,
-                r.cooling_fraction * 100.0
+                if r.pool_to_data >= 1.0 {
+                    "in"
+                } else {
+                    "beyond"
+                },
+                r.cooling_fraction
             ),
-            variant: format!("{} {}", r.engine, r.durability.name()),
+            engine: r.engine.to_string(),
+            setting: r.durability.name().to_string(),
             round: r.round,
             rate: r.ops_per_s,
         })
@@ -654,15 +662,16 @@ mod tests {
             .iter()
             .map(|r| (r.engine, r.durability.name(), r.round))
             .collect();
+        // Round 2 runs in reverse, so that no run always comes first.
         assert_eq!(
             order,
             [
                 ("leankv", "off", 1),
                 ("inmem", "off", 1),
                 ("leankv", "none", 1),
-                ("leankv", "off", 2),
-                ("inmem", "off", 2),
                 ("leankv", "none", 2),
+                ("inmem", "off", 2),
+                ("leankv", "off", 2),
             ]
         );
         assert!(records[0].engine_settings.contains("no WAL"));
@@ -672,7 +681,13 @@ mod tests {
         assert_eq!(rows.len(), 2, "{rendered}");
         assert!(rows[0].contains("inmem off / leankv off"), "{rendered}");
         assert!(rows[1].contains("leankv none / leankv off"), "{rendered}");
-        let ratio = records[5].ops_per_s / records[3].ops_per_s;
-        assert!(rows[1].contains(&format!(" {ratio:.2}  ")), "{rendered}");
+        let ratio = |variant: usize, base: usize| {
+            format!(
+                "{:.2}",
+                records[variant].ops_per_s / records[base].ops_per_s
+            )
+        };
+        let per_round = format!(" {} {}  ", ratio(2, 0), ratio(3, 5));
+        assert!(rows[1].contains(&per_round), "{per_round}\n{rendered}");
     }
 }

@@ -13,7 +13,8 @@
 //! Every round runs each workload and thread count on both engines back to back, the first
 //! engine alternating from round to round, so that the drift of a shared machine (this VM's
 //! speed swings by a tenth within minutes) reaches both alike; ratios are taken within a
-//! round, and the summary gives their median and range.
+//! round, and the summary gives their median and range, and the geometric mean of the ratios
+//! with its 95% confidence interval.
 
 use crate::engine::{DurabilityLevel, EngineKind, PoolSize, ReadPath};
 use crate::harness::{Record, Sitting};

@@ -28,6 +28,7 @@ pub(crate) use setup::{copy_dir, ensure_loaded};
 use crate::engine::{EngineKind, PoolSize};
 use crate::harness::Environment;
 use crate::report;
+use crate::stats::round_order;
 use anyhow::{bail, Context, Result};
 
 /// Runs `config`, appending each run to the results file; fails if a check fails.
@@ -64,13 +65,13 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
     };
     let mut records = Vec::new();
     // The engines and durabilities innermost: the runs compared with each other follow each
-    // other, so that the machine's drift between them is least. Engines that never log run
-    // with the first durability only.
+    // other, so that the machine's drift between them is least (in reverse in even rounds:
+    // `round_order`). Engines that never log run with the first durability only.
     for round in 1..=config.repeat.max(1) {
         for &pool in &config.pools {
             for &threads in &config.threads {
-                for (index, &durability) in config.durabilities.iter().enumerate() {
-                    for &kind in &config.engines {
+                for (index, durability) in round_order(&config.durabilities, round) {
+                    for (_, kind) in round_order(&config.engines, round) {
                         if index > 0 && kind.ignores_durability() {
                             continue;
                         }

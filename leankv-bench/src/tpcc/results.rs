@@ -112,14 +112,16 @@ pub fn summary(records: &[TpccRecord]) -> Table {
     table
 }
 
-/// Each engine and durability against the first of the same thread count and pool, paired by
-/// round (`None` with a single one).
+/// Each durability against the first within each engine, and each engine against the first
+/// at each durability, paired by round within runs of one thread count and pool (`None` if
+/// nothing pairs).
 pub fn paired(records: &[TpccRecord]) -> Option<Table> {
     let observations: Vec<Observation> = records
         .iter()
         .map(|r| Observation {
             shape: format!("{}T, pool {} MiB", r.threads, r.pool_bytes >> 20),
-            variant: format!("{} {}", r.engine, r.durability.name()),
+            engine: r.engine.to_string(),
+            setting: r.durability.name().to_string(),
             round: r.round,
             rate: r.tps,
         })
