@@ -212,10 +212,10 @@ impl EngineKind {
         matches!(self, EngineKind::Inmem | EngineKind::Mmap)
     }
 
-    /// Engines that run the same whatever `--durability` asks (nothing they hold survives the
-    /// process, so they never log): run once per round, with the first durability.
-    pub fn ignores_durability(self) -> bool {
-        self.loads_per_run()
+    /// Whether this engine runs at the `index`-th of the durabilities asked for: engines that
+    /// keep nothing beyond the process never log, so they run at the first only.
+    pub fn runs_at_durability(self, index: usize) -> bool {
+        index == 0 || !self.loads_per_run()
     }
 
     /// Engines whose cached data lives in the OS page cache (to be capped by a memory

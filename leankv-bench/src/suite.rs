@@ -113,10 +113,8 @@ pub fn run(suite: &Suite) -> Result<Vec<RunRecord>> {
 
 /// Runs the suite `rounds` times with each of `durabilities`, interleaved (round after round,
 /// each durability in turn within a round, so that the machine's drift reaches all alike; see
-/// [`round_order`]),
-/// appending each run to the results file; prints the runs, the medians over the rounds (with
-/// more than one) and each engine and durability against the first, paired by round (with
-/// more than one of them).
+/// [`round_order`]), appending each run to the results file; prints the runs, the medians over
+/// the rounds (with more than one) and the paired comparisons ([`paired`]).
 pub fn run_rounds(
     suite: &Suite,
     durabilities: &[DurabilityLevel],
@@ -127,7 +125,7 @@ pub fn run_rounds(
         for (index, durability) in round_order(durabilities, round) {
             let engines: Vec<EngineKind> = (round_order(&suite.engines, round).into_iter())
                 .map(|(_, kind)| kind)
-                .filter(|kind| index == 0 || !kind.ignores_durability())
+                .filter(|kind| kind.runs_at_durability(index))
                 .collect();
             if engines.is_empty() {
                 continue;

@@ -72,7 +72,7 @@ pub fn run(config: &Config) -> Result<Vec<TpccRecord>> {
             for &threads in &config.threads {
                 for (index, durability) in round_order(&config.durabilities, round) {
                     for (_, kind) in round_order(&config.engines, round) {
-                        if index > 0 && kind.ignores_durability() {
+                        if !kind.runs_at_durability(index) {
                             continue;
                         }
                         let shape = RunShape {
