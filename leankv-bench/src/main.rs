@@ -7,6 +7,7 @@
 //! The tracked reference results in `bench/results/` change only with `--publish`.
 
 mod cgroup;
+mod compare;
 mod device;
 mod engine;
 mod engines;
@@ -80,6 +81,10 @@ enum Command {
     },
     /// YCSB-style suite: every engine x cooling x threads x distribution.
     Ycsb(YcsbArgs),
+    /// The same `ycsb` or `tpcc` run by two or more builds of leankv-bench, alternating round
+    /// by round, with their rates paired by round: a change's worth with its 95% confidence
+    /// interval, from one sitting.
+    Compare(compare::CompareArgs),
     /// TPC-C: the five transactions in the standard mix on W warehouses, per engine, pool
     /// and thread count, with a per-second time series and optional consistency checks.
     Tpcc(TpccArgs),
@@ -353,6 +358,7 @@ fn main() -> Result<()> {
             common,
         } => headline(records, duration, rounds, keep_data, &common),
         Command::Ycsb(args) => ycsb_suite(args),
+        Command::Compare(args) => compare::run(&args),
         Command::Tpcc(args) => tpcc_runs(args),
         Command::Scan(args) => scan_runs(args),
         Command::Device { common, seconds } => {

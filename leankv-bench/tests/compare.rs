@@ -1,0 +1,92 @@
+//! `leankv-bench compare` end to end: two builds (here the same binary under two names) run
+//! alternately, their records land in the results file, and their rates pair up by round.
+
+use std::process::Command;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_leankv-bench");
+
+#[test]
+fn two_builds_alternate_by_round_and_pair_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(BENCH)
+        .args(["compare", "--rounds", "2", "--label", "t"])
+        .args([
+            "--build",
+            &format!("a={BENCH}"),
+            "--build",
+            &format!("b={BENCH}"),
+        ])
+        .arg("--output-dir")
+        .arg(dir.path())
+        .args([
+            "--",
+            "ycsb",
+            "--records",
+            "5000",
+            "--duration",
+            "1",
+            "--pool",
+            "2x",
+        ])
+        .args(["--durability", "off", "--direct-io", "false"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Round 1 runs the builds as listed, round 2 in reverse.
+    let order: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("round "))
+        .map(|line| line.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "round 1/2, a",
+            "round 1/2, b",
+            "round 2/2, b",
+            "round 2/2, a"
+        ]
+    );
+    let paired = stdout
+        .lines()
+        .find(|line| line.contains("b: leankv off / a: leankv off"))
+        .unwrap_or_else(|| panic!("no paired row in {stdout}"));
+    let columns: Vec<&str> = paired.split_whitespace().collect();
+    assert!(columns.contains(&"2"), "two rounds: {paired}");
+    assert!(stdout.contains("every run: ycsb, threads 1"), "{stdout}");
+    let results = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
+    let labels: Vec<String> = results
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["label"].to_string())
+        .collect();
+    assert_eq!(labels, ["\"t-a\"", "\"t-b\"", "\"t-b\"", "\"t-a\""]);
+    // Each run's output is kept.
+    assert!(dir.path().join("compare/t-b-2.log").is_file());
+}
+
+#[test]
+fn a_failing_build_stops_the_comparison_with_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(BENCH)
+        .args(["compare", "--rounds", "1"])
+        .args([
+            "--build",
+            &format!("a={BENCH}"),
+            "--build",
+            "broken=/bin/false",
+        ])
+        .arg("--output-dir")
+        .arg(dir.path())
+        .args(["--", "ycsb", "--records", "2000", "--duration", "1"])
+        .args(["--durability", "off", "--direct-io", "false"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("build broken failed"), "{stderr}");
+}
