@@ -8,7 +8,6 @@
 //! build runs as a child process with the benchmark's own options, so the builds may be any two
 //! commits whose `ycsb` or `tpcc` take those options.
 
-use crate::report;
 use crate::stats::{paired_table, round_order, Observation};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -176,7 +175,8 @@ fn run_build(
     results: &Path,
     log: &Path,
 ) -> Result<Vec<Value>> {
-    let before = records_in(results)?;
+    // Only what this run appends is parsed, not the whole (shared, growing) results file.
+    let before = std::fs::metadata(results).map_or(0, |m| m.len() as usize);
     let output =
         std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let status = Command::new(&build.path)
@@ -192,8 +192,8 @@ fn run_build(
         .with_context(|| format!("starting {}", build.path.display()))?;
     if !status.success() {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(10).collect::<Vec<_>>();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(10)..];
         bail!(
             "build {} failed ({status}); the end of {}:\n{}",
             build.name,
@@ -201,8 +201,16 @@ fn run_build(
             tail.join("\n")
         );
     }
-    let mut records = read_results(results)?;
-    let appended = records.split_off(before.min(records.len()));
+    let text = std::fs::read_to_string(results)
+        .with_context(|| format!("reading {}", results.display()))?;
+    let appended: Vec<Value> = text
+        .get(before..)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<std::result::Result<_, _>>()
+        .with_context(|| format!("reading {}", results.display()))?;
     if appended.is_empty() {
         bail!(
             "build {} recorded no run in {}",
@@ -211,18 +219,6 @@ fn run_build(
         );
     }
     Ok(appended)
-}
-
-fn read_results(results: &Path) -> Result<Vec<Value>> {
-    report::read_records(results).with_context(|| format!("reading {}", results.display()))
-}
-
-/// How many records `results` holds (none if it does not exist yet).
-fn records_in(results: &Path) -> Result<usize> {
-    if !results.exists() {
-        return Ok(0);
-    }
-    Ok(read_results(results)?.len())
 }
 
 /// A record of `build`'s run in `round` as an observation: its engine prefixed with the
