@@ -2,9 +2,7 @@
 //! `BTreeMap` on trees many times the pool (so backward steps fault leaves in and read ahead
 //! to the left), with keys of very different lengths up to the limit (deep trees, varied fences).
 
-mod common;
-
-use common::{open, small, value_for};
+use crate::common::{open, small, value_for};
 use leankv::{Db, Tree};
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -5,8 +5,6 @@
 //! returned while the file grew without bound (a split could leave the incoming entry without
 //! room, and the next split of a one-entry leaf made an empty sibling, forever).
 
-mod common;
-
 use leankv::{Db, Options};
 use std::collections::BTreeMap;
 

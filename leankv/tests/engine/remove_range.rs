@@ -3,9 +3,7 @@
 //! exact through reopens with and without the log and with a pool far smaller than the tree,
 //! and it runs safely next to inserts and scans. Crash atomicity: `crash_recovery.rs`.
 
-mod common;
-
-use common::{key, open, small, value_for};
+use crate::common::{key, open, small, value_for};
 use leankv::Options;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,9 +3,7 @@
 //! must appear in every scan, and every scan must be strictly monotonic (one scanner reads
 //! forward, one backward).
 
-mod common;
-
-use common::{key, open, open_as, small, value_for};
+use crate::common::{key, open, open_as, small, value_for};
 use leankv::ablations::{HashTable, Lean, Lru, Policy, Traditional};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -14,8 +14,6 @@
 //! `LEANKV_CRASHES` sets the number of crash scenarios (default 120 in CI; the closing notes'
 //! long run used 10,000).
 
-mod common;
-
 use leankv::testing::{CrashSimulator, Storage};
 use leankv::{Db, Durability, Options, WriteBatch};
 use std::collections::BTreeMap;
@@ -84,7 +82,7 @@ fn crash_and_read_back(
     drop(db);
     let db = recover_and_open(sim, dir, seed);
     let tree = db.open_tree("t").unwrap();
-    let stored = common::text_contents(&tree);
+    let stored = crate::common::text_contents(&tree);
     (db, tree, stored)
 }
 

@@ -3,9 +3,7 @@
 //! database between rounds (with a second tree dropped every other round), and finally
 //! removing almost everything.
 
-mod common;
-
-use common::{open_as, small, value_for};
+use crate::common::{open_as, small, value_for};
 use leankv::ablations::{HashTable, Lean, Lru, Pessimistic, Policy, Traditional};
 use std::collections::BTreeMap;
 use std::ops::Bound;

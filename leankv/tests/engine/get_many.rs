@@ -1,9 +1,7 @@
 //! `Tree::get_many`: many keys looked up at once, their pages read together, beyond memory
 //! and under concurrent writes.
 
-mod common;
-
-use common::{key, open, small};
+use crate::common::{key, open, small};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 

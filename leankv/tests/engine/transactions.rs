@@ -5,9 +5,7 @@
 //! running transactions beside checkpoints, tree creation and dropped handles finish. Crash
 //! atomicity: `crash_recovery.rs`.
 
-mod common;
-
-use common::{key, open, small, value_for};
+use crate::common::{key, open, small, value_for};
 use leankv::{Durability, Error, Tree, WriteBatch};
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;

@@ -1,9 +1,7 @@
 //! Every error a caller can meet: bad input, bad options, bad files, I/O faults, a second
 //! opener, a closed database. None may panic, corrupt the tree or invent data.
 
-mod common;
-
-use common::{key, open, small};
+use crate::common::{key, open, small};
 use leankv::testing::{FaultKind, FaultyStorage, FileStorage};
 use leankv::{Db, Error, Options};
 use std::sync::Arc;

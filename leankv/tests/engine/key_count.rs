@@ -2,9 +2,7 @@
 //! without the write-ahead log, and the scan that counts a tree whose count was lost (a crash
 //! without the log). Crash recovery of the count: `crash_recovery.rs` and `kill_loop.rs`.
 
-mod common;
-
-use common::{key, open, small, value_for};
+use crate::common::{key, open, small, value_for};
 use leankv::testing::{CrashSimulator, Storage};
 use leankv::{Db, Options, WriteBatch};
 use std::sync::Arc;

@@ -2,9 +2,7 @@
 //! (leaves a scan brings in go straight to the cooling stage), which must leave a hot working
 //! set in memory while a scan four times the pool runs through.
 
-mod common;
-
-use common::{key, open, small, value_for};
+use crate::common::{key, open, small, value_for};
 use leankv::{Db, Tree};
 
 const POOL_FRAMES: usize = 256;

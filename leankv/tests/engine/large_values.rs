@@ -2,9 +2,7 @@
 //! through every API that returns values, freed and reused when replaced or removed, across
 //! reopens, under concurrent overwrites, and checked by `check_integrity`.
 
-mod common;
-
-use common::{open, small};
+use crate::common::{open, small};
 use leankv::testing::{FaultKind, FaultyStorage, FileStorage};
 use leankv::{Db, Error, WriteBatch};
 use std::sync::atomic::{AtomicBool, Ordering};

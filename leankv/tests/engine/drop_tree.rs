@@ -3,9 +3,7 @@
 //! other trees stay intact; with and without the log, through reopens. Crash atomicity:
 //! `crash_recovery.rs`.
 
-mod common;
-
-use common::{key, open, small, value_for};
+use crate::common::{key, open, small, value_for};
 use leankv::{Error, WriteBatch};
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -2,9 +2,7 @@
 //! four intervals ahead of the last completed one: they must get an error then, never wait
 //! forever, and go on once checkpoints succeed again.
 
-mod common;
-
-use common::key;
+use crate::common::key;
 use leankv::testing::{FaultKind, FaultyStorage, MemoryStorage};
 use leankv::{Db, Error, Options, Tree};
 use std::sync::Arc;
