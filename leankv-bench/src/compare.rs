@@ -8,10 +8,12 @@
 //! build runs as a child process with the benchmark's own options, so the builds may be any two
 //! commits whose `ycsb` or `tpcc` take those options.
 
+use crate::report;
 use crate::stats::{paired_table, round_order, Observation};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::Value;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -175,8 +177,8 @@ fn run_build(
     results: &Path,
     log: &Path,
 ) -> Result<Vec<Value>> {
-    // Only what this run appends is parsed, not the whole (shared, growing) results file.
-    let before = std::fs::metadata(results).map_or(0, |m| m.len() as usize);
+    // Only what this run appends is read, not the whole (shared, growing) results file.
+    let before = std::fs::metadata(results).map_or(0, |m| m.len());
     let output =
         std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let status = Command::new(&build.path)
@@ -201,16 +203,8 @@ fn run_build(
             tail.join("\n")
         );
     }
-    let text = std::fs::read_to_string(results)
-        .with_context(|| format!("reading {}", results.display()))?;
-    let appended: Vec<Value> = text
-        .get(before..)
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(serde_json::from_str)
-        .collect::<std::result::Result<_, _>>()
-        .with_context(|| format!("reading {}", results.display()))?;
+    let appended =
+        read_appended(results, before).with_context(|| format!("reading {}", results.display()))?;
     if appended.is_empty() {
         bail!(
             "build {} recorded no run in {}",
@@ -219,6 +213,15 @@ fn run_build(
         );
     }
     Ok(appended)
+}
+
+/// The records appended to `results` past its first `offset` bytes.
+fn read_appended(results: &Path, offset: u64) -> Result<Vec<Value>> {
+    let mut file = std::fs::File::open(results)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    report::parse_records(&text)
 }
 
 /// A record of `build`'s run in `round` as an observation: its engine prefixed with the

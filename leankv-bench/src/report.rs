@@ -91,7 +91,11 @@ pub fn append<T: Serialize>(path: &Path, record: &T) -> anyhow::Result<()> {
 
 /// Reads every JSON line of `path`.
 pub fn read_records(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    let text = std::fs::read_to_string(path)?;
+    parse_records(&std::fs::read_to_string(path)?)
+}
+
+/// The records of `text`, one JSON value per non-blank line.
+pub fn parse_records(text: &str) -> anyhow::Result<Vec<serde_json::Value>> {
     text.lines()
         .filter(|line| !line.trim().is_empty())
         .map(|line| Ok(serde_json::from_str(line)?))
