@@ -78,6 +78,10 @@ fn checkpoint_every_option(value: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
     optional_count(value, "checkpoint_every")
 }
 
+fn log_buffer_size_option(value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    optional_count(value, "log_buffer_size")
+}
+
 /// Opens (creating if missing) the leankv database in directory ``path``.
 ///
 /// ``pool_size`` is the buffer pool's memory in bytes (the engine's memory budget; pages
@@ -94,7 +98,7 @@ fn checkpoint_every_option(value: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
     path, *, pool_size = 67108864, durability = "immediate", page_size = None,
     cooling_fraction = None, direct_io = true, prefault = false, background_writer = true,
     scan_prefetch = None, write_ahead_log = true, open_after_crash = false,
-    eventual_sync_delay = None, checkpoint_every = None
+    eventual_sync_delay = None, checkpoint_every = None, log_buffer_size = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open(
@@ -112,6 +116,7 @@ pub(crate) fn open(
     open_after_crash: bool,
     eventual_sync_delay: Option<f64>,
     #[pyo3(from_py_with = checkpoint_every_option)] checkpoint_every: Option<u64>,
+    #[pyo3(from_py_with = log_buffer_size_option)] log_buffer_size: Option<usize>,
 ) -> PyResult<Db> {
     let durability = parse_durability(durability)?;
     let mut options = leankv::Options::default()
@@ -141,6 +146,9 @@ pub(crate) fn open(
     }
     if let Some(bytes) = checkpoint_every {
         options = options.checkpoint_every(bytes);
+    }
+    if let Some(bytes) = log_buffer_size {
+        options = options.log_buffer_size(bytes);
     }
     let db = py.detach(|| leankv::Db::open(&path, options)).py_err(py)?;
     Ok(Db {

@@ -99,9 +99,11 @@ def test_invalid_options(tmp_path):
         leankv.open(tmp_path / "e", eventual_sync_delay=-1.0)
     with pytest.raises(TypeError):
         leankv.open(tmp_path / "f", pool_size="big")
+    with pytest.raises(ValueError, match="log buffer"):
+        leankv.open(tmp_path / "g", log_buffer_size=1 << 20)
 
 
-@pytest.mark.parametrize("option", ["pool_size", "page_size", "scan_prefetch", "checkpoint_every"])
+@pytest.mark.parametrize("option", ["pool_size", "page_size", "scan_prefetch", "checkpoint_every", "log_buffer_size"])
 def test_negative_or_huge_counts_are_invalid_options(tmp_path, option):
     # Not the OverflowError of the int conversion: a ValueError that names the option.
     with pytest.raises(leankv.InvalidOptionsError, match=f"{option} must be >= 0, not -1"):

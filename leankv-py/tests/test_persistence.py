@@ -181,6 +181,7 @@ def test_durability_levels_and_options(tmp_path, durability):
         scan_prefetch=4,
         eventual_sync_delay=0.005,
         checkpoint_every=8 << 20,
+        log_buffer_size=4 << 20,
     ) as db:
         tree = db.tree("t")
         tree[b"k"] = b"v"

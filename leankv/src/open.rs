@@ -102,6 +102,7 @@ pub(crate) fn open<P: Policy>(
     let log_config = LogConfig {
         eventual_delay: options.eventual_delay,
         checkpoint_bytes: options.checkpoint_bytes(),
+        buffer_bytes: options.log_buffer_bytes(),
     };
     let started = std::time::Instant::now();
     let mut unfinished = Unfinished::default();

@@ -28,6 +28,11 @@ pub const MIN_POOL_FRAMES: usize = 24;
 /// The longest default checkpoint interval (the default is the pool size): beyond it, recovery
 /// time and the log's disk use (about twice the interval) would grow with the pool.
 const MAX_DEFAULT_CHECKPOINT: u64 = 8 << 30;
+/// Bounds of the default log buffer (a quarter of the pool between them).
+const DEFAULT_LOG_BUFFER: std::ops::RangeInclusive<usize> = (64 << 20)..=(256 << 20);
+/// Bounds of a chosen log buffer: a few chunks at least; at most what the log's chunk ring
+/// can address (`wal::MAX_LOG_BUFFER`).
+const LOG_BUFFER: std::ops::RangeInclusive<usize> = (4 << 20)..=crate::wal::MAX_LOG_BUFFER;
 
 /// How to open a database. Build with [`Options::default`] and the setters.
 ///
@@ -53,6 +58,7 @@ pub struct Options {
     pub(crate) durability: Durability,
     pub(crate) eventual_delay: Duration,
     checkpoint_bytes: Option<u64>,
+    log_buffer: Option<usize>,
 }
 
 impl Default for Options {
@@ -70,6 +76,7 @@ impl Default for Options {
             durability: Durability::Eventual,
             eventual_delay: Duration::from_millis(10),
             checkpoint_bytes: None,
+            log_buffer: None,
         }
     }
 }
@@ -186,6 +193,27 @@ impl Options {
             .unwrap_or_else(|| (self.pool_size as u64).clamp(64 << 20, MAX_DEFAULT_CHECKPOINT))
     }
 
+    /// Memory for log records not yet written to the log file (default: a quarter of the pool
+    /// size, between 64 MiB and 256 MiB; 4 MiB to 512 MiB). Writes wait, before they latch
+    /// anything, while this much waits for the log's writer, so the log's memory stays within
+    /// it (plus the 1 MiB being filled). It is used only while the log runs ahead of the
+    /// device: after each checkpoint begins, the first change of every page logs the whole page
+    /// (a burst of up to the pool's changed pages), which a larger buffer takes without stalling
+    /// writers (YCSB A, 2 threads, 810 MB pool: about 1.17x the throughput with 256 MiB
+    /// instead of 64 MiB); a smaller one bounds memory tighter and makes writers wait for the
+    /// device sooner.
+    pub fn log_buffer_size(mut self, bytes: usize) -> Self {
+        self.log_buffer = Some(bytes);
+        self
+    }
+
+    /// The log buffer in bytes (see [`Self::log_buffer_size`]).
+    pub(crate) fn log_buffer_bytes(&self) -> usize {
+        self.log_buffer.unwrap_or_else(|| {
+            (self.pool_size / 4).clamp(*DEFAULT_LOG_BUFFER.start(), *DEFAULT_LOG_BUFFER.end())
+        })
+    }
+
     /// Frames the pool will have with the configured page size.
     pub fn frames(&self) -> usize {
         self.pool_size / (FRAME_HEADER_AREA + self.page_size)
@@ -204,6 +232,14 @@ impl Options {
             return Err(Error::InvalidOptions(format!(
                 "checkpoint interval of {} log bytes is below 1 MiB",
                 self.checkpoint_bytes()
+            )));
+        }
+        if !LOG_BUFFER.contains(&self.log_buffer_bytes()) {
+            return Err(Error::InvalidOptions(format!(
+                "log buffer of {} bytes is not between {} MiB and {} MiB",
+                self.log_buffer_bytes(),
+                LOG_BUFFER.start() >> 20,
+                LOG_BUFFER.end() >> 20
             )));
         }
         if !crate::io::page::valid_page_size(self.page_size) {
@@ -305,6 +341,18 @@ mod tests {
     }
 
     #[test]
+    fn the_default_log_buffer_is_a_quarter_of_the_pool_within_bounds() {
+        let buffer = |pool: usize| Options::default().pool_size(pool).log_buffer_bytes();
+        assert_eq!(buffer(16 << 20), 64 << 20);
+        assert_eq!(buffer(800 << 20), 200 << 20);
+        assert_eq!(buffer(64 << 30), 256 << 20);
+        let chosen = Options::default()
+            .pool_size(64 << 30)
+            .log_buffer_size(8 << 20);
+        assert_eq!(chosen.log_buffer_bytes(), 8 << 20);
+    }
+
+    #[test]
     fn options_that_cannot_work_are_refused() {
         let refused = |options: Options, page_size: usize| match options.validate(page_size) {
             Err(Error::InvalidOptions(message)) => message,
@@ -323,6 +371,17 @@ mod tests {
         assert!(
             refused(Options::default().pool_size(1 << 16), DEFAULT_PAGE_SIZE).contains("at least")
         );
+        for buffer in [(4 << 20) - 1, crate::wal::MAX_LOG_BUFFER + 1] {
+            let options = small.clone().log_buffer_size(buffer);
+            assert!(refused(options, DEFAULT_PAGE_SIZE).contains("log buffer"));
+        }
+        for buffer in [4 << 20, crate::wal::MAX_LOG_BUFFER] {
+            assert!(small
+                .clone()
+                .log_buffer_size(buffer)
+                .validate(DEFAULT_PAGE_SIZE)
+                .is_ok());
+        }
         let memory = available_memory().expect("Linux reports available memory");
         let too_big = Options::default()
             .pool_size(usize::try_from(memory).unwrap().saturating_mul(2))

@@ -68,6 +68,7 @@ def open(
     open_after_crash: bool = False,
     eventual_sync_delay: Optional[float] = None,
     checkpoint_every: Optional[int] = None,
+    log_buffer_size: Optional[int] = None,
 ) -> Db:
     """Opens (creating if missing) the leankv database in directory ``path``.
 

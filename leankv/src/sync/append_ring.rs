@@ -10,7 +10,7 @@
 //! left a third of the CPU idle). Here a preempted appender delays only whoever consumes its
 //! buffer; the others reserve past it.
 //!
-//! The open word: bit 63 closed, bits 40..63 a generation (which install), bits 32..40 the
+//! The open word: bit 63 closed, bits 43..63 a generation (which install), bits 32..43 the
 //! slot, bits 0..32 the bytes reserved. A reservation succeeds only by a compare-and-swap from
 //! the word it read, so it lands in the buffer and install that word names, within that
 //! install's limit.
@@ -33,7 +33,7 @@ use std::cell::UnsafeCell;
 
 const CLOSED: u64 = 1 << 63;
 const OFFSET_BITS: u32 = 32;
-const SLOT_BITS: u32 = 8;
+const SLOT_BITS: u32 = 11;
 const GENERATION_SHIFT: u32 = OFFSET_BITS + SLOT_BITS;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;

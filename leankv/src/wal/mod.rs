@@ -14,9 +14,10 @@
 //! the chunks to the log file and syncs when a commit waits for durability (`Immediate`, group
 //! commit: every commit that arrived meanwhile shares the sync), when the `Eventual` delay is
 //! up, when a page write needs its records durable first (the WAL rule) or at shutdown. Between
-//! syncs it writes each full chunk (1 MiB) without syncing; writes wait while more than
-//! `MAX_QUEUED_BYTES` of log wait for the writer (a device slower than the appends), and an
-//! append waits for a free chunk, so memory stays bounded under any durability.
+//! syncs it writes each full chunk (1 MiB) without syncing, and frees each chunk once written;
+//! writes wait while more than the log buffer (`LogConfig::buffer_bytes`) waits unwritten (a
+//! device slower than the appends), and an append waits for a free chunk, so memory stays
+//! bounded under any durability.
 //!
 //! A chunk is tagged with the image threshold in force when it opened (it changes only at a
 //! checkpoint's start, while none is open): a leaf record encoded without its page's image
@@ -80,14 +81,19 @@ pub(crate) const MAX_LSN: u64 = 1 << 62;
 /// A chunk holds this many bytes (more only for a larger record): once the next record does
 /// not fit, it is sealed and the writer woken, which writes (without syncing) what waits.
 const WRITE_AHEAD_BYTES: usize = 1 << 20;
-/// Chunks (open, sealed, being written): enough for `MAX_QUEUED_BYTES` waiting and as much
-/// again being written; an append that finds none free waits for the writer.
-const CHUNKS: usize = 2 * (MAX_QUEUED_BYTES / WRITE_AHEAD_BYTES) + 16;
+/// The largest log buffer (`LogConfig::buffer_bytes`): its chunk ring must fit the slots an
+/// [`AppendRing`] can address (see [`chunk_slots`]).
+pub(crate) const MAX_LOG_BUFFER: usize = 512 << 20;
 /// Chunk buffers kept for reuse beyond those in use.
 const SPARE_CHUNKS: usize = 4;
-/// Log bytes appended but not yet taken by the writer beyond which writes wait in `admit`
-/// (the device is slower than the appends): the log's memory stays bounded.
-const MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// Chunks (open, sealed, being written) for a log buffer of `buffer_bytes`: twice its full
+/// chunks, as chunks sealed early by syncs hold less; an append that finds none free waits for
+/// the writer.
+const fn chunk_slots(buffer_bytes: usize) -> usize {
+    2 * buffer_bytes.div_ceil(WRITE_AHEAD_BYTES) + 16
+}
+const _: () = assert!(chunk_slots(MAX_LOG_BUFFER) <= crate::sync::append_ring::MAX_SLOTS);
 
 /// The most a clean close leaves of each log file (less with a shorter checkpoint interval,
 /// about what a life writes to each file in turn): the next life's log overwrites these blocks
@@ -109,6 +115,9 @@ pub(crate) struct LogConfig {
     pub(crate) eventual_delay: Duration,
     /// A checkpoint is wanted once this many log bytes were written since the last one began.
     pub(crate) checkpoint_bytes: u64,
+    /// Writes wait in `admit` while more log bytes than this are appended but not yet written
+    /// (the device is slower than the appends): the log's memory stays bounded.
+    pub(crate) buffer_bytes: usize,
 }
 
 /// Log activity, for `Stats`.
@@ -134,7 +143,10 @@ struct State {
     control: RingControl,
     /// Sealed chunks not yet taken by the writer, in log order.
     sealed: Vec<Chunk>,
+    /// Bytes of the chunks in `sealed`.
     pending_bytes: usize,
+    /// Bytes of the chunks the writer took and has not yet written.
+    writing_bytes: usize,
     /// The end of the sealed chunks (the open chunk's start): its LSN, and where it lands.
     end: u64,
     file: usize,
@@ -209,7 +221,7 @@ impl Log {
         checkpoint: LogPosition,
         generation: u32,
     ) -> Result<Log> {
-        let (chunks, control) = AppendRing::new(CHUNKS);
+        let (chunks, control) = AppendRing::new(chunk_slots(config.buffer_bytes));
         let inner = Arc::new(Inner {
             files,
             data_file,
@@ -222,6 +234,7 @@ impl Log {
                 control,
                 sealed: Vec::new(),
                 pending_bytes: 0,
+                writing_bytes: 0,
                 end: end.lsn,
                 file: end.file,
                 file_offset: end.offset,
@@ -498,14 +511,14 @@ impl Log {
     }
 
     /// [`Self::admit`] for a change inside an open batch, which holds the batch gate and so
-    /// must not wait for a checkpoint: waits only while more than `MAX_QUEUED_BYTES` wait
-    /// for the writer (which needs no gate), so that the log's memory stays bounded.
+    /// must not wait for a checkpoint: waits only while more than the log buffer waits
+    /// unwritten (the writer needs no gate), so that the log's memory stays bounded.
     pub(crate) fn admit_in_batch(&self) {
         if !self.inner.throttled.load(Ordering::Acquire) {
             return;
         }
         let mut state = self.inner.state.lock();
-        while state.pending_bytes > MAX_QUEUED_BYTES && state.failed.is_none() && !state.shutdown {
+        while self.inner.buffer_full(&state) && state.failed.is_none() && !state.shutdown {
             self.inner
                 .progress
                 .wait_for(&mut state, Duration::from_millis(10));
@@ -576,11 +589,15 @@ impl Inner {
     }
 
     /// Whether writes must wait in `admit`: the log is more than four checkpoint intervals
-    /// beyond the last completed checkpoint, or more than `MAX_QUEUED_BYTES` wait for the
-    /// writer.
+    /// beyond the last completed checkpoint, or the log buffer is full.
     fn must_wait(&self, state: &State) -> bool {
         state.end.saturating_sub(state.checkpoint.lsn) > 4 * self.config.checkpoint_bytes
-            || state.pending_bytes > MAX_QUEUED_BYTES
+            || self.buffer_full(state)
+    }
+
+    /// Whether more than the log buffer waits unwritten (sealed, or taken by the writer).
+    fn buffer_full(&self, state: &State) -> bool {
+        state.pending_bytes + state.writing_bytes > self.config.buffer_bytes
     }
 
     fn update_throttle(&self, state: &State) {

@@ -1,33 +1,37 @@
 //! The log's back-pressure: while the writer cannot write (a device slower than the appends),
-//! writes wait in `admit` once `MAX_QUEUED_BYTES` are queued, and go on once it catches up.
+//! writes wait in `admit` once the log buffer is full, and go on once it catches up.
 //! And the writer's writes: whole aligned sectors, from chunks in place.
 
 use super::*;
 use crate::io::{IoMode, MemoryStorage};
 use std::sync::atomic::AtomicUsize;
 
-/// A storage whose writes wait until it is opened.
+/// A storage whose writes each wait for a permit (all go once it is opened), counting the
+/// writes begun.
 #[derive(Default)]
 struct Gated {
     inner: MemoryStorage,
-    open: Mutex<bool>,
-    opened: Condvar,
+    /// Permits left (`usize::MAX`: all writes go), and writes begun.
+    gate: Mutex<(usize, usize)>,
+    changed: Condvar,
 }
 
 impl Gated {
     fn open(&self) {
-        *self.open.lock() = true;
-        self.opened.notify_all();
+        self.allow(usize::MAX);
     }
-}
 
-/// Opens the gate when dropped, so that a failing test fails instead of hanging in the log's
-/// shutdown (which waits for the writer's write).
-struct OpenOnDrop<'a>(&'a Gated);
+    fn allow(&self, writes: usize) {
+        let mut gate = self.gate.lock();
+        gate.0 = gate.0.saturating_add(writes);
+        self.changed.notify_all();
+    }
 
-impl Drop for OpenOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.open();
+    fn wait_until_begun(&self, writes: usize) {
+        let mut gate = self.gate.lock();
+        while gate.1 < writes {
+            self.changed.wait(&mut gate);
+        }
     }
 }
 
@@ -37,11 +41,16 @@ impl Storage for Gated {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        let mut open = self.open.lock();
-        while !*open {
-            self.opened.wait(&mut open);
+        let mut gate = self.gate.lock();
+        gate.1 += 1;
+        self.changed.notify_all();
+        while gate.0 == 0 {
+            self.changed.wait(&mut gate);
         }
-        drop(open);
+        if gate.0 != usize::MAX {
+            gate.0 -= 1;
+        }
+        drop(gate);
         self.inner.write_at(buf, offset)
     }
 
@@ -66,12 +75,28 @@ impl Storage for Gated {
     }
 }
 
+/// Opens the gate when dropped, so that a failing test fails instead of hanging in the log's
+/// shutdown (which waits for the writer's write).
+struct OpenOnDrop<'a>(&'a Gated);
+
+impl Drop for OpenOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 /// A new log over `files` (starting in file 0 at LSN 4096) checkpointing every
-/// `checkpoint_bytes`.
+/// `checkpoint_bytes`, with a 64 MiB log buffer.
 pub(super) fn new_log(files: [Arc<dyn Storage>; 2], checkpoint_bytes: u64) -> Log {
+    buffered_log(files, checkpoint_bytes, 64 << 20)
+}
+
+/// [`new_log`] with a log buffer of `buffer_bytes`.
+fn buffered_log(files: [Arc<dyn Storage>; 2], checkpoint_bytes: u64, buffer_bytes: usize) -> Log {
     let config = LogConfig {
         eventual_delay: Duration::from_millis(10),
         checkpoint_bytes,
+        buffer_bytes,
     };
     let end = LogEnd {
         file: 0,
@@ -104,7 +129,8 @@ fn writes_wait_while_the_writer_falls_behind() {
     let _unblock = OpenOnDrop(&gated);
     // Records of ~1 MiB each (a checkpoint record with a long free list), twice the bound.
     let free: Vec<u64> = (1..=128 * 1024).collect();
-    let records = 2 * MAX_QUEUED_BYTES / (free.len() * 8);
+    let buffer = log.inner.config.buffer_bytes;
+    let records = 2 * buffer / (free.len() * 8);
     let appended = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         let appender = scope.spawn(|| {
@@ -124,7 +150,7 @@ fn writes_wait_while_the_writer_falls_behind() {
         }
         let queued = appended.load(Ordering::Acquire) * free.len() * 8;
         assert!(
-            queued <= MAX_QUEUED_BYTES + 4 * WRITE_AHEAD_BYTES,
+            queued <= buffer + 4 * WRITE_AHEAD_BYTES,
             "{queued} bytes queued"
         );
         assert!(appended.load(Ordering::Acquire) < records);
@@ -134,6 +160,46 @@ fn writes_wait_while_the_writer_falls_behind() {
     assert_eq!(appended.load(Ordering::Acquire), records);
     log.wait_durable(log.end()).unwrap();
     assert!(!log.inner.throttled.load(Ordering::Acquire));
+    log.shut_down().unwrap();
+}
+
+#[test]
+fn each_chunk_written_leaves_the_log_buffer_at_once() {
+    let gated = Arc::new(Gated::default());
+    let files: [Arc<dyn Storage>; 2] = [gated.clone(), Arc::new(MemoryStorage::new())];
+    let log = buffered_log(files, 1 << 40, 8 << 20);
+    let _unblock = OpenOnDrop(&gated);
+    // Records of 256 KiB; the writer is stuck in its first write while four chunks fill.
+    let free: Vec<u64> = (1..=32 * 1024).collect();
+    while gated.gate.lock().1 == 0 || log.inner.state.lock().sealed.len() < 4 {
+        log.append(|writer, _| writer.checkpoint(1, &free, &[]));
+    }
+    // The writer finishes its first batch (one write per chunk) and takes the sealed chunks
+    // as its next.
+    let mut begun = 1;
+    let (slots, unwritten) = loop {
+        gated.allow(1);
+        begun += 1;
+        gated.wait_until_begun(begun);
+        let state = log.inner.state.lock();
+        if state.sealed.is_empty() {
+            assert!(state.writing_bytes > 2 * WRITE_AHEAD_BYTES);
+            break (state.control.free_slots(), state.writing_bytes);
+        }
+    };
+    // Its first chunk written, the batch's other writes wait: that chunk is free already.
+    gated.allow(1);
+    gated.wait_until_begun(begun + 1);
+    let state = log.inner.state.lock();
+    assert_eq!(state.control.free_slots(), slots + 1);
+    let left = unwritten - state.writing_bytes;
+    assert!(
+        (1..=WRITE_AHEAD_BYTES).contains(&left),
+        "{left} bytes left the buffer"
+    );
+    drop(state);
+    gated.open();
+    log.wait_durable(log.end()).unwrap();
     log.shut_down().unwrap();
 }
 
@@ -307,9 +373,12 @@ fn chunks_are_written_in_place_and_each_write_carries_the_partial_sector() {
     let (first, second, third) = (records(700, 1), records(1000, 2), records(300, 3));
     // Each but the first starts mid-sector.
     let mut chunks = [chunk(0, &first), chunk(700, &second), chunk(1700, &third)];
-    log.inner
-        .write_chunks(&mut chunks, &mut tail, &mut unsynced, true)
-        .unwrap();
+    for chunk in &mut chunks {
+        log.inner
+            .write_chunk(chunk, &mut tail, &mut unsynced)
+            .unwrap();
+    }
+    log.inner.sync_files(&mut unsynced).unwrap();
     let mut written = vec![0; 2048];
     files[0].read_at(&mut written, 0).unwrap();
     assert_eq!(written[..2000], [first, second, third].concat());

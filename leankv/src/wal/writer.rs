@@ -1,6 +1,7 @@
 //! The log's writer thread: it seals the open chunk, takes the sealed ones, waits for their
 //! reserved ranges to be filled, writes them as whole sectors (the
-//! partial last sector of a file again, from its [`Tail`]) and syncs the files when a commit,
+//! partial last sector of a file again, from its [`Tail`]), freeing each as soon as it is
+//! written (its bytes leave the log buffer), and syncs the files when a commit,
 //! the `Eventual` delay, a page write (the WAL rule) or shutdown asks; between syncs it writes
 //! ahead once 1 MiB waits. The page file is synced first when a record in the chunks refers to
 //! a large value written to it.
@@ -84,23 +85,31 @@ impl Inner {
                 self.sync_armed.store(false, Ordering::Release);
             }
             self.seal_open(&mut state);
-            let mut chunks = std::mem::take(&mut state.sealed);
-            state.pending_bytes = 0;
-            if self.throttled.load(Ordering::Relaxed) {
-                // Writers waiting for the queue to drain go on (they are woken below).
-                self.update_throttle(&state);
-            }
+            let chunks = std::mem::take(&mut state.sealed);
+            state.writing_bytes += std::mem::take(&mut state.pending_bytes);
             let target = state.end;
             drop(state);
             // Every large value a record in these chunks references was written before the
             // record's place was reserved, so before the chunks were sealed: sync them first.
-            let outcome = self
-                .sync_data()
-                .and_then(|()| self.write_chunks(&mut chunks, &mut tail, &mut unsynced, sync));
-            state = self.state.lock();
-            for chunk in chunks {
+            let mut outcome = self.sync_data();
+            for mut chunk in chunks {
+                if outcome.is_ok() {
+                    outcome = self.write_chunk(&mut chunk, &mut tail, &mut unsynced);
+                }
+                // Freed at once (also unwritten, after a failure): writers waiting for room
+                // in the log buffer go on while the rest is written.
+                let mut state = self.state.lock();
+                state.writing_bytes -= chunk.sealed.len();
                 state.control.free(&self.chunks, chunk.sealed, SPARE_CHUNKS);
+                if self.throttled.load(Ordering::Relaxed) {
+                    self.update_throttle(&state);
+                }
+                self.progress.notify_all();
             }
+            if sync {
+                outcome = outcome.and_then(|()| self.sync_files(&mut unsynced));
+            }
+            state = self.state.lock();
             match outcome {
                 Ok(()) if sync => self.durable.store(target, Ordering::Release),
                 Ok(()) => {}
@@ -120,57 +129,57 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes `chunks` as whole sectors (the partial last sector of a file again, from
-    /// `tail`), each in place (see [`Chunk`]) once its records are filled in, then syncs the
-    /// files written if `sync`.
-    pub(super) fn write_chunks(
+    /// Writes `chunk` as whole sectors (the partial last sector of a file again, from
+    /// `tail`), in place (see [`Chunk`]) once its records are filled in, and notes its file in
+    /// `unsynced`.
+    pub(super) fn write_chunk(
         &self,
-        chunks: &mut [Chunk],
+        chunk: &mut Chunk,
         tail: &mut Tail,
         unsynced: &mut [bool; 2],
-        sync: bool,
     ) -> std::io::Result<()> {
-        for chunk in chunks {
-            let records = chunk.sealed.len();
-            if records == 0 {
-                continue;
-            }
-            let aligned = chunk.offset - chunk.offset % IO_ALIGNMENT as u64;
-            let prefix: &[u8] = if tail.file == chunk.file && tail.offset == aligned {
-                &tail.bytes
-            } else {
-                &[]
-            };
-            debug_assert_eq!(aligned + prefix.len() as u64, chunk.offset);
-            let data_len = prefix.len() + records;
-            let len = data_len.next_multiple_of(IO_ALIGNMENT);
-            let Some(buffer) = chunk.sealed.bytes_mut(&self.chunks) else {
-                return Err(std::io::Error::other(
-                    "a record was never copied into the log (a thread panicked appending it)",
-                ));
-            };
-            let sectors = &mut buffer[..len];
-            sectors[..prefix.len()].copy_from_slice(prefix);
-            sectors[data_len..].fill(0);
-            self.files[chunk.file].write_at(sectors, aligned)?;
-            self.bytes.fetch_add(records as u64, Ordering::Relaxed);
-            unsynced[chunk.file] = true;
-            let end = chunk.offset + records as u64;
-            let partial = (end % IO_ALIGNMENT as u64) as usize;
-            let sector = end - partial as u64;
-            *tail = Tail {
-                file: chunk.file,
-                offset: sector,
-                bytes: sectors[data_len - partial..data_len].to_vec(),
-            };
+        let records = chunk.sealed.len();
+        if records == 0 {
+            return Ok(());
         }
-        if sync {
-            for (file, unsynced) in unsynced.iter_mut().enumerate() {
-                if *unsynced {
-                    self.files[file].sync()?;
-                    self.syncs.fetch_add(1, Ordering::Relaxed);
-                    *unsynced = false;
-                }
+        let aligned = chunk.offset - chunk.offset % IO_ALIGNMENT as u64;
+        let prefix: &[u8] = if tail.file == chunk.file && tail.offset == aligned {
+            &tail.bytes
+        } else {
+            &[]
+        };
+        debug_assert_eq!(aligned + prefix.len() as u64, chunk.offset);
+        let data_len = prefix.len() + records;
+        let len = data_len.next_multiple_of(IO_ALIGNMENT);
+        let Some(buffer) = chunk.sealed.bytes_mut(&self.chunks) else {
+            return Err(std::io::Error::other(
+                "a record was never copied into the log (a thread panicked appending it)",
+            ));
+        };
+        let sectors = &mut buffer[..len];
+        sectors[..prefix.len()].copy_from_slice(prefix);
+        sectors[data_len..].fill(0);
+        self.files[chunk.file].write_at(sectors, aligned)?;
+        self.bytes.fetch_add(records as u64, Ordering::Relaxed);
+        unsynced[chunk.file] = true;
+        let end = chunk.offset + records as u64;
+        let partial = (end % IO_ALIGNMENT as u64) as usize;
+        let sector = end - partial as u64;
+        *tail = Tail {
+            file: chunk.file,
+            offset: sector,
+            bytes: sectors[data_len - partial..data_len].to_vec(),
+        };
+        Ok(())
+    }
+
+    /// Syncs the files written since their last sync.
+    pub(super) fn sync_files(&self, unsynced: &mut [bool; 2]) -> std::io::Result<()> {
+        for (file, unsynced) in unsynced.iter_mut().enumerate() {
+            if *unsynced {
+                self.files[file].sync()?;
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+                *unsynced = false;
             }
         }
         Ok(())
