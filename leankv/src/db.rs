@@ -162,7 +162,7 @@ pub struct RecoveryStats {
 /// Applications never name the type parameter: it defaults to the engine itself and exists
 /// for the benchmarks' ablations and baselines (feature `ablations`).
 pub struct Db<P: Policy = Lean> {
-    shared: Arc<DbShared<P>>,
+    pub(crate) shared: Arc<DbShared<P>>,
 }
 
 impl<P: Policy> fmt::Debug for Db<P> {

@@ -173,7 +173,8 @@ impl Options {
     }
 
     /// Log bytes between checkpoints (default: the pool size, between 64 MiB and 8 GiB). A
-    /// checkpoint writes the pages changed since the last one, in the background; recovery replays
+    /// checkpoint writes the pages changed since the last one, in the background (but not those
+    /// that change again while it runs: the log holds their images then); recovery replays
     /// at most about this much log, and the log files take about twice this much disk (writers wait
     /// when checkpoints fall far behind). Shorter intervals cost throughput: each checkpoint writes
     /// every dirty page, and a page's first change after it logs the whole page, so with an

@@ -6,16 +6,19 @@
 //! With the write-ahead log, `flush` is a checkpoint: it begins with a checkpoint record,
 //! writes every dirty page (each only once the log holding its changes is durable), syncs, and
 //! then writes the superblock naming the checkpoint record, where the next recovery starts.
-//! A background thread ([`crate::checkpoint`]) runs checkpoints as the log grows.
+//! A background thread ([`crate::checkpoint`]) runs checkpoints as the log grows; those leave
+//! out the pages changed since they began, which recovery from them rebuilds from the images
+//! the log holds (see [`FlushPages::NotLoggedSince`]).
 //!
 //! Invariant: the superblock is written after the pages it describes (the free list included)
 //! and synced with them; it never counts more pages than the file holds; it names a checkpoint
-//! only once every page dirty at the checkpoint's start is written and synced.
+//! only once every page dirty at the checkpoint's start is written and synced, or changed
+//! since the start, its image logged after it, and the log durable to its end.
 
 use crate::batch::Durability;
 use crate::btree::BTree;
 use crate::buffer::policy::Policy;
-use crate::buffer::BufferManager;
+use crate::buffer::{BufferManager, FlushPages};
 use crate::error::{Error, Result};
 use crate::io::superblock::{CheckpointRef, Superblock};
 use crate::io::AlignedBuf;
@@ -78,22 +81,41 @@ impl<P: Policy> DbShared<P> {
     pub(crate) fn flush(&self) -> Result<()> {
         crate::transaction::refuse_if_open(self)?;
         if self.bm.log().is_some() {
-            return self.checkpoint(true);
+            return self.checkpoint(true, false);
         }
         self.save_key_counts()?;
-        self.bm.flush()?;
+        self.bm.flush(FlushPages::All)?;
         self.write_superblock(true, None)
     }
 
-    /// Runs a checkpoint (see the module notes); `open` is the superblock's open mark.
-    pub(crate) fn checkpoint(&self, open: bool) -> Result<()> {
+    /// Runs a checkpoint (see the module notes); `open` is the superblock's open mark. With
+    /// `leave_logged`, it leaves the pages changed since it began to the log (see
+    /// [`FlushPages::NotLoggedSince`]); else the page file holds every change made before it.
+    pub(crate) fn checkpoint(&self, open: bool, leave_logged: bool) -> Result<()> {
+        self.checkpoint_with(open, leave_logged, || {})
+    }
+
+    /// [`Self::checkpoint`], calling `began` once the checkpoint record is appended (tests
+    /// change pages there).
+    pub(crate) fn checkpoint_with(
+        &self,
+        open: bool,
+        leave_logged: bool,
+        began: impl FnOnce(),
+    ) -> Result<()> {
         let log = self.bm.log().expect("checkpoints need the log");
         let _one_at_a_time = self.checkpointing.lock();
         let position = {
             let _no_batch_in_flight = self.exclusive_batch_gate();
             self.bm.begin_checkpoint(log, || self.key_counts.snapshot())
         };
-        self.bm.flush()?;
+        began();
+        let pages = if leave_logged {
+            FlushPages::NotLoggedSince(position.lsn)
+        } else {
+            FlushPages::All
+        };
+        self.bm.flush(pages)?;
         // The record the superblock will name must be durable first.
         log.wait_durable(log.end())?;
         self.write_superblock(open, Some(position))?;

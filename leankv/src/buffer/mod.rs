@@ -56,6 +56,7 @@ pub(crate) use page::{PageMut, PageView};
 pub(crate) use page_ids::{load_free_list, save_free_list};
 pub(crate) use stats::{Counter, COUNTER_COUNT};
 pub(crate) use swip::{Swip, SwipTarget};
+pub(crate) use write_back::FlushPages;
 
 use crate::error::{Error, Result};
 use crate::io::page::{self as page_format, PageType, PAGE_HEADER_SIZE};
@@ -330,7 +331,7 @@ impl<P: Policy> BufferManager<P> {
         if !P::EVICTS {
             return Ok(()); // the in-memory baselines keep nothing (they never reopen)
         }
-        self.flush()
+        self.flush(FlushPages::All)
     }
 
     /// Returns once every operation that was running when it was called has ended (an epoch

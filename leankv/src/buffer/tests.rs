@@ -466,7 +466,7 @@ fn read_faults_and_corruption_surface_as_errors() {
 fn flush_writes_runs_of_consecutive_dirty_pages_with_one_write_each() {
     let faulty = Arc::new(FaultyStorage::new(Arc::new(MemoryStorage::new())));
     let fixture = Fixture::new(faulty.clone(), 64, 40, false);
-    fixture.bm.flush().unwrap();
+    fixture.bm.flush(FlushPages::All).unwrap();
     // Every other page of the first ten rewritten, then the thirty after them (the children
     // were allocated in order, so their page ids are consecutive).
     let rewritten = |child: u64| child >= 10 || child.is_multiple_of(2);
@@ -474,7 +474,7 @@ fn flush_writes_runs_of_consecutive_dirty_pages_with_one_write_each() {
         fixture.access(child, true).unwrap();
     }
     let (_, writes_before) = faulty.counts();
-    fixture.bm.flush().unwrap();
+    fixture.bm.flush(FlushPages::All).unwrap();
     let (_, writes_after) = faulty.counts();
     assert_eq!(
         writes_after - writes_before,

@@ -26,6 +26,19 @@ struct Claimed<'a, P: Policy> {
     run: &'a [(u64, FrameId)],
 }
 
+/// Which dirty pages a flush writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlushPages {
+    /// Every one: afterwards the page file holds every change made before the flush.
+    All,
+    /// Those of a checkpoint that began at this LSN, whose recovery starts there: all but the
+    /// pages changed since then, which the log holds whole (their images) from there on. While
+    /// updates keep changing a page, the checkpoints that follow leave it to the log; the
+    /// first that finds it unchanged since its start writes it (YCSB A: every leaf changes
+    /// within a second of a checkpoint's start, so most checkpoints wrote each leaf for nothing).
+    NotLoggedSince(u64),
+}
+
 impl<P: Policy> Drop for Claimed<'_, P> {
     fn drop(&mut self) {
         for &(_, frame) in self.run {
@@ -75,19 +88,29 @@ impl<P: Policy> BufferManager<P> {
     /// no longer in its frame, splits the run; a frame holding another page by now is written
     /// on its own). Waits for other writes of them. `images` holds a page per run entry at
     /// least (reused: zeroing 512 KiB per run cost checkpoints a tenth of their time).
-    fn write_run(&self, run: &[(u64, FrameId)], images: &mut [u8]) -> Result<()> {
+    fn write_run(
+        &self,
+        run: &[(u64, FrameId)],
+        images: &mut [u8],
+        pages: FlushPages,
+    ) -> Result<()> {
         for &(_, frame) in run {
             self.claim_writing(frame, true);
         }
         let claimed = Claimed { bm: self, run };
-        let written = self.write_run_claimed(run, images);
+        let written = self.write_run_claimed(run, images, pages);
         drop(claimed);
         self.free_written_deleted_pages();
         written
     }
 
     /// `write_run` for a caller that holds every frame's `writing` claim.
-    fn write_run_claimed(&self, run: &[(u64, FrameId)], images: &mut [u8]) -> Result<()> {
+    fn write_run_claimed(
+        &self,
+        run: &[(u64, FrameId)],
+        images: &mut [u8],
+        pages: FlushPages,
+    ) -> Result<()> {
         let page_size = self.page_size();
         debug_assert!(images.len() >= run.len() * page_size);
         // The version of each page copied (None: not written with the run).
@@ -99,10 +122,11 @@ impl<P: Policy> BufferManager<P> {
             let header = self.frame(frame);
             let shared = header.latch.lock_shared();
             let dirty = header.state() != FrameState::Free && header.is_dirty();
-            let writable = dirty && header.page_id() == page_id;
-            if dirty && !writable {
+            let listed = dirty && header.page_id() == page_id;
+            if dirty && !listed {
                 moved.push(frame);
             }
+            let writable = listed && !self.logged_whole_since(frame, pages);
             if writable {
                 let image = &mut images[slot * page_size..(slot + 1) * page_size];
                 self.copy_for_disk(frame, image);
@@ -231,9 +255,24 @@ impl<P: Policy> BufferManager<P> {
         candidates.len()
     }
 
-    /// Writes every dirty page, runs of consecutive page ids with one write each, and syncs
-    /// the storage.
-    pub(crate) fn flush(&self) -> Result<()> {
+    /// Whether a flush of `pages` leaves out the page in `frame` (latched by the caller)
+    /// because recovery from the checkpoint it serves rebuilds the page from the log alone:
+    /// the page changed since that checkpoint began (its LSN lies past the start), so its
+    /// first change since logged its whole image, and no record of it is staged (a staged
+    /// record, and the image in it, may not be in the log yet).
+    fn logged_whole_since(&self, frame: FrameId, pages: FlushPages) -> bool {
+        match pages {
+            FlushPages::All => false,
+            FlushPages::NotLoggedSince(start) => {
+                self.frame(frame).staged_mark() == 0
+                    && page_format::lsn(self.page(frame).all()) > start
+            }
+        }
+    }
+
+    /// Writes the dirty pages `pages` asks for, runs of consecutive page ids with one write
+    /// each, and syncs the storage.
+    pub(crate) fn flush(&self, pages: FlushPages) -> Result<()> {
         let touched = self.fresh.load(Ordering::Acquire);
         // Which page each dirty frame holds, read unlatched: `write_run` checks it again.
         let mut dirty: Vec<(u64, FrameId)> = (0..touched)
@@ -251,7 +290,7 @@ impl<P: Policy> BufferManager<P> {
             {
                 end += 1;
             }
-            self.write_run(&dirty[start..end], &mut images)?;
+            self.write_run(&dirty[start..end], &mut images, pages)?;
             start = end;
         }
         self.storage
