@@ -26,7 +26,9 @@
 //! The log lives in two files used in turn: a checkpoint starts the other file (from offset 0)
 //! when the last completed checkpoint started in the current one, so the file being overwritten
 //! never holds records recovery could still need; otherwise the checkpoint record goes on in
-//! the current file. Log disk use is thus bounded by two checkpoint intervals.
+//! the current file. Log disk use is thus bounded by two checkpoint intervals (plus the zeros
+//! the writer keeps ahead of the end of the file it writes, so that syncs need no file-system
+//! metadata; see `writer`).
 //!
 //! Writes are whole 512-byte sectors: the last, partial sector is written again, with the same
 //! leading bytes, by the next write. A torn sector therefore holds either the old bytes (whose
@@ -62,6 +64,7 @@ pub(crate) use record::{
 };
 pub(crate) use staging::{Logged, StagingSlot};
 pub(crate) use writer::Tail;
+use writer::Zeroed;
 
 use chunks::{Appender, Chunk};
 
@@ -261,9 +264,10 @@ impl Log {
         });
         let thread_inner = inner.clone();
         let tail = end.tail;
+        let zeroed = Zeroed::new(&inner.files, config.checkpoint_bytes);
         let writer = std::thread::Builder::new()
             .name("leankv-log".into())
-            .spawn(move || thread_inner.write_loop(tail))
+            .spawn(move || thread_inner.write_loop(tail, zeroed))
             .map_err(|e| Error::io("starting the log writer", e))?;
         Ok(Log {
             inner,

@@ -306,7 +306,7 @@ impl Storage for CheckedWrites {
 }
 
 /// The batch numbers of the commit records in the log from `start`.
-fn commits_in(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Vec<u64> {
+pub(super) fn commits_in(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Vec<u64> {
     let (records, _) = records_from(files, start).unwrap();
     records
         .iter()

@@ -4,11 +4,85 @@
 //! written (its bytes leave the log buffer), and syncs the files when a commit,
 //! the `Eventual` delay, a page write (the WAL rule) or shutdown asks; between syncs it writes
 //! ahead once 1 MiB waits. The page file is synced first when a record in the chunks refers to
-//! a large value written to it.
+//! a large value written to it. With nothing due, it writes zeros ahead of the log's end
+//! ([`Zeroed`]), so that the syncs of the records that land there need no file-system metadata.
 
 use super::{
     Appender, Chunk, Inner, Instant, Ordering, IO_ALIGNMENT, SPARE_CHUNKS, WRITE_AHEAD_BYTES,
 };
+use crate::io::{AlignedBuf, Storage};
+
+/// How far ahead of where the next records land the writer keeps a log file's blocks written
+/// (with zeros), at most: a sync after writes into written blocks needs no file-system
+/// metadata, where one after extending the file does (ext4 commits its journal: a synced
+/// 4 KiB append took 0.56 ms on this project's guest, one into zeroed blocks 0.36 ms).
+const ZEROED_AHEAD: u64 = 8 << 20;
+/// Bytes of zeros written at a time (only while no write or sync is due, so a commit that
+/// arrives meanwhile waits for at most this one write).
+const ZERO_STEP: u64 = 1 << 20;
+/// Zeros are written only while the syncs average fewer log bytes than this: each zero is one
+/// more byte written, each extending sync one more journal commit (~0.2-0.4 ms here, the time
+/// the device takes for ~200 KiB), so a log that writes megabytes per sync (`Eventual` under
+/// load) is better off extending its file.
+const ZEROS_BELOW_BYTES_PER_SYNC: u64 = 256 << 10;
+
+/// How far each log file's blocks are written, by records or zeros, as far as the writer
+/// knows: it alone writes the files while the log runs, so nothing lies beyond. Zeros read as
+/// no frame: where the records stop, the log ends (see `reader`).
+pub(crate) struct Zeroed {
+    written: [u64; 2],
+    /// How far ahead of the next records to keep zeros (less than a checkpoint interval).
+    ahead: u64,
+    /// Log bytes written since the last sync, and their moving average over the syncs.
+    since_sync: u64,
+    per_sync: u64,
+    zeros: Option<AlignedBuf>,
+}
+
+impl Zeroed {
+    /// Starts from the files' lengths; a file whose length cannot be read gets no zeros.
+    pub(crate) fn new(files: &[std::sync::Arc<dyn Storage>; 2], checkpoint_bytes: u64) -> Self {
+        Zeroed {
+            written: [0, 1].map(|file| files[file].len().unwrap_or(u64::MAX)),
+            ahead: ZEROED_AHEAD.min(checkpoint_bytes),
+            since_sync: 0,
+            per_sync: 0,
+            zeros: None,
+        }
+    }
+
+    /// Notes a write of `bytes` of records to `file`, ending at `end`.
+    fn wrote(&mut self, file: usize, end: u64, bytes: u64) {
+        self.written[file] = self.written[file].max(end);
+        self.since_sync += bytes;
+    }
+
+    /// Notes a sync of the log files.
+    fn synced(&mut self) {
+        self.per_sync = self.per_sync - self.per_sync / 8 + self.since_sync / 8;
+        self.since_sync = 0;
+    }
+
+    /// Whether `file`, whose next records land at `offset`, wants zeros ahead of them.
+    fn wants(&self, file: usize, offset: u64) -> bool {
+        self.per_sync < ZEROS_BELOW_BYTES_PER_SYNC
+            && self.written[file] < offset.saturating_add(self.ahead)
+    }
+
+    /// Writes zeros past the written end of `file`, up to the next step. A failure (no space
+    /// left, say) stops the zeros for this file: the records' own writes report what they meet.
+    fn step(&mut self, file: usize, storage: &dyn Storage) {
+        let start = self.written[file];
+        let end = (start / ZERO_STEP + 1) * ZERO_STEP;
+        let zeros = self
+            .zeros
+            .get_or_insert_with(|| AlignedBuf::new(ZERO_STEP as usize));
+        self.written[file] = match storage.write_at(&zeros[..(end - start) as usize], start) {
+            Ok(()) => end,
+            Err(_) => u64::MAX,
+        };
+    }
+}
 
 /// The writer thread's knowledge of the partial sector at the end of a file.
 #[derive(Debug, Clone, Default)]
@@ -34,7 +108,7 @@ impl Drop for FailOnPanic<'_> {
 }
 
 impl Inner {
-    pub(super) fn write_loop(&self, mut tail: Tail) {
+    pub(super) fn write_loop(&self, mut tail: Tail, mut zeroed: Zeroed) {
         let _fail_on_panic = FailOnPanic(self);
         // Files written since their last sync.
         let mut unsynced = [false; 2];
@@ -57,6 +131,13 @@ impl Inner {
             let wanted = state.requested > self.durable.load(Ordering::Acquire);
             let sync = due || wanted || state.shutdown;
             if !sync && state.pending_bytes < WRITE_AHEAD_BYTES {
+                let (file, offset) = (state.file, state.file_offset);
+                if zeroed.wants(file, offset) {
+                    drop(state);
+                    zeroed.step(file, self.files[file].as_ref());
+                    state = self.state.lock();
+                    continue;
+                }
                 match state.eventual_deadline {
                     Some(at) => {
                         self.work
@@ -94,7 +175,10 @@ impl Inner {
             let mut outcome = self.sync_data();
             for mut chunk in chunks {
                 if outcome.is_ok() {
-                    outcome = self.write_chunk(&mut chunk, &mut tail, &mut unsynced);
+                    let bytes = chunk.sealed.len() as u64;
+                    outcome = self
+                        .write_chunk(&mut chunk, &mut tail, &mut unsynced)
+                        .map(|end| zeroed.wrote(chunk.file, end, bytes));
                 }
                 // Freed at once (also unwritten, after a failure): writers waiting for room
                 // in the log buffer go on while the rest is written.
@@ -108,6 +192,7 @@ impl Inner {
             }
             if sync {
                 outcome = outcome.and_then(|()| self.sync_files(&mut unsynced));
+                zeroed.synced();
             }
             state = self.state.lock();
             match outcome {
@@ -131,16 +216,16 @@ impl Inner {
 
     /// Writes `chunk` as whole sectors (the partial last sector of a file again, from
     /// `tail`), in place (see [`Chunk`]) once its records are filled in, and notes its file in
-    /// `unsynced`.
+    /// `unsynced`; returns where the write ended in the file.
     pub(super) fn write_chunk(
         &self,
         chunk: &mut Chunk,
         tail: &mut Tail,
         unsynced: &mut [bool; 2],
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<u64> {
         let records = chunk.sealed.len();
         if records == 0 {
-            return Ok(());
+            return Ok(chunk.offset);
         }
         let aligned = chunk.offset - chunk.offset % IO_ALIGNMENT as u64;
         let prefix: &[u8] = if tail.file == chunk.file && tail.offset == aligned {
@@ -170,7 +255,7 @@ impl Inner {
             offset: sector,
             bytes: sectors[data_len - partial..data_len].to_vec(),
         };
-        Ok(())
+        Ok(aligned + len as u64)
     }
 
     /// Syncs the files written since their last sync.
@@ -183,5 +268,103 @@ impl Inner {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::MemoryStorage;
+    use crate::wal::records_from;
+    use crate::wal::tests::{commits_in, new_log};
+    use std::sync::Arc;
+
+    fn memory_files() -> [Arc<dyn Storage>; 2] {
+        [
+            Arc::new(MemoryStorage::new()),
+            Arc::new(MemoryStorage::new()),
+        ]
+    }
+
+    fn bytes_at(file: &dyn Storage, offset: u64, len: usize) -> Vec<u8> {
+        let mut bytes = vec![0; len];
+        file.read_at(&mut bytes, offset).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn zeros_go_past_everything_written_in_steps_up_to_the_distance() {
+        let files = memory_files();
+        // File 1 holds what an earlier life wrote: the zeros go after it.
+        files[1].write_at(&[7; 3 * IO_ALIGNMENT], 0).unwrap();
+        let mut zeroed = Zeroed::new(&files, 1 << 40);
+        assert!(zeroed.wants(1, 0));
+        zeroed.step(1, files[1].as_ref());
+        assert_eq!(files[1].len().unwrap(), ZERO_STEP);
+        let bytes = bytes_at(files[1].as_ref(), 0, ZERO_STEP as usize);
+        assert!(bytes[..3 * IO_ALIGNMENT].iter().all(|&b| b == 7));
+        assert!(bytes[3 * IO_ALIGNMENT..].iter().all(|&b| b == 0));
+        // Records written past the zeros move where the next ones go; they stop at the distance
+        // ahead of where the next records land.
+        let records_at = 5 * ZERO_STEP;
+        files[0].write_at(&[9; IO_ALIGNMENT], records_at).unwrap();
+        zeroed.wrote(0, records_at + IO_ALIGNMENT as u64, IO_ALIGNMENT as u64);
+        let mut steps = 0;
+        while zeroed.wants(0, records_at) {
+            zeroed.step(0, files[0].as_ref());
+            steps += 1;
+        }
+        assert_eq!(steps, ZEROED_AHEAD / ZERO_STEP);
+        assert_eq!(files[0].len().unwrap(), records_at + ZEROED_AHEAD);
+        assert_eq!(
+            bytes_at(files[0].as_ref(), records_at, IO_ALIGNMENT),
+            [9; IO_ALIGNMENT]
+        );
+        // A shorter checkpoint interval bounds the distance (the files' disk use).
+        assert_eq!(Zeroed::new(&files, 1 << 20).ahead, 1 << 20);
+    }
+
+    #[test]
+    fn zeros_stop_while_the_syncs_average_many_bytes_and_resume_when_they_do_not() {
+        let files = memory_files();
+        let mut zeroed = Zeroed::new(&files, 1 << 40);
+        let sync_after = |zeroed: &mut Zeroed, end: &mut u64, bytes: u64| {
+            *end += bytes;
+            zeroed.wrote(0, *end, bytes);
+            zeroed.synced();
+        };
+        let mut end = 0;
+        // `Eventual` under load: megabytes per sync.
+        for _ in 0..16 {
+            sync_after(&mut zeroed, &mut end, 4 << 20);
+        }
+        assert!(!zeroed.wants(0, end));
+        // `Immediate` commits, a few kilobytes each.
+        for _ in 0..64 {
+            sync_after(&mut zeroed, &mut end, 4 << 10);
+        }
+        assert!(zeroed.wants(0, end));
+    }
+
+    #[test]
+    fn a_log_followed_by_zeros_reads_back_whole_and_ends_where_its_records_do() {
+        let files = memory_files();
+        let log = new_log(files.clone(), 1 << 40);
+        let start = log.begin_checkpoint(1, &[], Vec::new);
+        for batch in 1..=1000 {
+            log.append(|writer, _| writer.commit(batch));
+        }
+        log.shut_down().unwrap();
+        let end = log.end();
+        // However far the writer got with its own zeros, the full distance follows the records.
+        let written = files[0].len().unwrap();
+        let mut zeroed = Zeroed::new(&files, 1 << 40);
+        while zeroed.wants(0, written) {
+            zeroed.step(0, files[0].as_ref());
+        }
+        assert!(files[0].len().unwrap() >= written + ZEROED_AHEAD);
+        assert_eq!(commits_in(&files, start), (1..=1000).collect::<Vec<_>>());
+        let (_, scan) = records_from(&files, start).unwrap();
+        assert_eq!(scan.end.lsn, end);
     }
 }
