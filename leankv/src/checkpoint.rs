@@ -79,7 +79,7 @@ impl Drop for Checkpointer {
 #[cfg(test)]
 mod tests {
     use crate::io::{CrashSimulator, Storage};
-    use crate::{Db, Options};
+    use crate::{Db, Options, WriteBatch};
     use std::sync::Arc;
 
     const KEYS: usize = 2000;
@@ -90,9 +90,10 @@ mod tests {
     }
 
     /// Every leaf changed before a checkpoint begins, the first half of the keys changed
-    /// again after it began; returns the pages that checkpoint wrote and the simulator, crashed
+    /// again after it began (by atomic batches of 50 if `batched`: staged records, published
+    /// at each commit); returns the pages that checkpoint wrote and the simulator, crashed
     /// right after it.
-    fn checkpoint_after_changes(leave_logged: bool) -> (u64, CrashSimulator) {
+    fn checkpoint_after_changes(leave_logged: bool, batched: bool) -> (u64, CrashSimulator) {
         let dir = tempfile::tempdir().unwrap();
         let sim = CrashSimulator::new();
         let [pages, log_0, log_1] = FILES.map(|name| sim.storage(name) as Arc<dyn Storage>);
@@ -109,8 +110,18 @@ mod tests {
         let before = db.stats().page_writes;
         db.shared
             .checkpoint_with(true, leave_logged, || {
-                for i in 0..KEYS / 2 {
-                    tree.insert(key(i), [3; 100]).unwrap();
+                if batched {
+                    for keys in (0..KEYS / 2).collect::<Vec<_>>().chunks(50) {
+                        let mut batch = WriteBatch::new();
+                        for &i in keys {
+                            batch.insert(&tree, key(i), [3; 100]);
+                        }
+                        db.write(batch).unwrap();
+                    }
+                } else {
+                    for i in 0..KEYS / 2 {
+                        tree.insert(key(i), [3; 100]).unwrap();
+                    }
                 }
             })
             .unwrap();
@@ -128,8 +139,17 @@ mod tests {
 
     #[test]
     fn pages_changed_since_a_checkpoint_began_are_left_to_the_log_and_recovered_from_it() {
-        let (all, _) = checkpoint_after_changes(false);
-        let (left, sim) = checkpoint_after_changes(true);
+        left_to_the_log_and_recovered(false);
+    }
+
+    #[test]
+    fn pages_changed_by_batches_published_since_a_checkpoint_began_are_left_to_the_log_too() {
+        left_to_the_log_and_recovered(true);
+    }
+
+    fn left_to_the_log_and_recovered(batched: bool) {
+        let (all, _) = checkpoint_after_changes(false, batched);
+        let (left, sim) = checkpoint_after_changes(true, batched);
         // The same pages are dirty in both (the same writes): the leaves of the first half
         // changed after the start, so they were not written.
         assert!(0 < left && left < all, "{left} of {all} pages written");

@@ -32,7 +32,8 @@ pub(crate) enum FlushPages {
     /// Every one: afterwards the page file holds every change made before the flush.
     All,
     /// Those of a checkpoint that began at this LSN, whose recovery starts there: all but the
-    /// pages changed since then, which the log holds whole (their images) from there on. While
+    /// pages changed since then whose records are all in the log (a batch's staged records
+    /// once published), which hold them whole (their images) from there on. While
     /// updates keep changing a page, the checkpoints that follow leave it to the log; the
     /// first that finds it unchanged since its start writes it (YCSB A: every leaf changes
     /// within a second of a checkpoint's start, so most checkpoints wrote each leaf for nothing).
@@ -258,14 +259,17 @@ impl<P: Policy> BufferManager<P> {
     /// Whether a flush of `pages` leaves out the page in `frame` (latched by the caller)
     /// because recovery from the checkpoint it serves rebuilds the page from the log alone:
     /// the page changed since that checkpoint began (its LSN lies past the start), so its
-    /// first change since logged its whole image, and no record of it is staged (a staged
-    /// record, and the image in it, may not be in the log yet).
+    /// first change since logged its whole image, and every record of it is in the log (a
+    /// staged record only once its publication is: the checkpoint makes the log durable to
+    /// its end before it completes).
     fn logged_whole_since(&self, frame: FrameId, pages: FlushPages) -> bool {
         match pages {
             FlushPages::All => false,
             FlushPages::NotLoggedSince(start) => {
-                self.frame(frame).staged_mark() == 0
-                    && page_format::lsn(self.page(frame).all()) > start
+                let mark = self.frame(frame).staged_mark();
+                let in_log =
+                    mark == 0 || self.log.as_ref().is_some_and(|log| log.is_published(mark));
+                in_log && page_format::lsn(self.page(frame).all()) > start
             }
         }
     }

@@ -228,6 +228,16 @@ impl Log {
         drop(self.publish_through(slot, publication));
     }
 
+    /// Whether the records of the publication a page's `mark` names are in the log already
+    /// (appended, maybe not yet durable), without publishing anything.
+    pub(crate) fn is_published(&self, mark: u64) -> bool {
+        let (index, publication) = split_mark(mark);
+        self.inner.slots.slots[index]
+            .published
+            .load(Ordering::Acquire)
+            >= publication
+    }
+
     /// The LSN up to which the log must be durable before a page marked `mark` is written:
     /// the end of the publication that holds the page's record, published now if need be.
     pub(crate) fn resolve(&self, mark: u64) -> u64 {

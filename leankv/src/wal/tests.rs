@@ -471,7 +471,10 @@ fn staged_records_are_published_whole_in_order() {
             settled.recv().unwrap();
         });
         let mark = marked.recv().unwrap();
+        // Staged, not yet in the log: a checkpoint must write its page (see `is_published`).
+        assert!(!log.is_published(mark));
         log.settle(mark);
+        assert!(log.is_published(mark));
         send_settled.send(()).unwrap();
         other.join().unwrap();
         mark
