@@ -103,6 +103,7 @@ pub(crate) fn open<P: Policy>(
         eventual_delay: options.eventual_delay,
         checkpoint_bytes: options.checkpoint_bytes(),
         buffer_bytes: options.log_buffer_bytes(),
+        zeroed_ahead: crate::wal::zeroed_ahead(options.checkpoint_bytes()),
     };
     let started = std::time::Instant::now();
     let mut unfinished = Unfinished::default();

@@ -63,8 +63,8 @@ pub(crate) use record::{
     Split,
 };
 pub(crate) use staging::{Logged, StagingSlot};
-pub(crate) use writer::Tail;
 use writer::Zeroed;
+pub(crate) use writer::{zeroed_ahead, Tail};
 
 use chunks::{Appender, Chunk};
 
@@ -121,6 +121,9 @@ pub(crate) struct LogConfig {
     /// Writes wait in `admit` while more log bytes than this are appended but not yet written
     /// (the device is slower than the appends): the log's memory stays bounded.
     pub(crate) buffer_bytes: usize,
+    /// How far ahead of the log's end its writer keeps a growing file's blocks written with
+    /// zeros (0: none; see [`zeroed_ahead`]).
+    pub(crate) zeroed_ahead: u64,
 }
 
 /// Log activity, for `Stats`.
@@ -264,7 +267,7 @@ impl Log {
         });
         let thread_inner = inner.clone();
         let tail = end.tail;
-        let zeroed = Zeroed::new(&inner.files, config.checkpoint_bytes);
+        let zeroed = Zeroed::new(&inner.files, config.zeroed_ahead);
         let writer = std::thread::Builder::new()
             .name("leankv-log".into())
             .spawn(move || thread_inner.write_loop(tail, zeroed))
