@@ -17,13 +17,6 @@ use crate::io::{AlignedBuf, Storage};
 /// metadata, where one after extending the file does (ext4 commits its journal: a synced
 /// 4 KiB append took 0.56 ms on this project's guest, one into zeroed blocks 0.36 ms).
 const ZEROED_AHEAD: u64 = 8 << 20;
-
-/// The distance to keep zeros ahead for a log checkpointing every `checkpoint_bytes`: at most
-/// an eighth of that (a log with a short interval is small and soon overwrites its files).
-pub(crate) fn zeroed_ahead(checkpoint_bytes: u64) -> u64 {
-    let ahead = (checkpoint_bytes / 8).min(ZEROED_AHEAD);
-    ahead - ahead % IO_ALIGNMENT as u64
-}
 /// Bytes of zeros written at a time (only while no write or sync is due, so a commit that
 /// arrives meanwhile waits for at most this one write).
 const ZERO_STEP: u64 = 1 << 20;
@@ -32,6 +25,13 @@ const ZERO_STEP: u64 = 1 << 20;
 /// the device takes for ~200 KiB), so a log that writes megabytes per sync (`Eventual` under
 /// load) is better off extending its file.
 const ZEROS_BELOW_BYTES_PER_SYNC: u64 = 256 << 10;
+
+/// The distance to keep zeros ahead for a log checkpointing every `checkpoint_bytes`: at most
+/// an eighth of that (a log with a short interval is small and soon overwrites its files).
+pub(crate) fn zeroed_ahead(checkpoint_bytes: u64) -> u64 {
+    let ahead = (checkpoint_bytes / 8).min(ZEROED_AHEAD);
+    ahead - ahead % IO_ALIGNMENT as u64
+}
 
 /// How far each log file's blocks are written, by records or zeros, as far as the writer
 /// knows: it alone writes the files while the log runs, so nothing lies beyond. Zeros read as
@@ -84,12 +84,12 @@ impl Zeroed {
     /// writes report what they meet.
     fn step(&mut self, file: usize, storage: &dyn Storage) {
         let start = self.written[file];
-        let end = start + ZERO_STEP.min(self.ahead);
+        let step = ZERO_STEP.min(self.ahead);
         let zeros = self
             .zeros
-            .get_or_insert_with(|| AlignedBuf::new(ZERO_STEP as usize));
-        self.written[file] = match storage.write_at(&zeros[..(end - start) as usize], start) {
-            Ok(()) => end,
+            .get_or_insert_with(|| AlignedBuf::new(step as usize));
+        self.written[file] = match storage.write_at(zeros, start) {
+            Ok(()) => start + step,
             Err(_) => u64::MAX,
         };
     }
@@ -227,7 +227,7 @@ impl Inner {
 
     /// Writes `chunk` as whole sectors (the partial last sector of a file again, from
     /// `tail`), in place (see [`Chunk`]) once its records are filled in, and notes its file in
-    /// `unsynced`; returns where the write ended in the file.
+    /// `unsynced`; returns where the write ended in the file (0 if the chunk held nothing).
     pub(super) fn write_chunk(
         &self,
         chunk: &mut Chunk,
@@ -236,7 +236,7 @@ impl Inner {
     ) -> std::io::Result<u64> {
         let records = chunk.sealed.len();
         if records == 0 {
-            return Ok(chunk.offset);
+            return Ok(0);
         }
         let aligned = chunk.offset - chunk.offset % IO_ALIGNMENT as u64;
         let prefix: &[u8] = if tail.file == chunk.file && tail.offset == aligned {
