@@ -5,7 +5,7 @@
 //! failed. See the module notes of `wal` for why appends take no lock.
 
 use super::record::{stamp_frames, FrameWriter};
-use super::{Inner, State, IO_ALIGNMENT, SPARE_CHUNKS, WRITE_AHEAD_BYTES};
+use super::{Inner, State, LOG_BLOCK, SPARE_CHUNKS, WRITE_AHEAD_BYTES};
 use crate::sync::append_ring::{AppendRing, Refused, Reservation, Sealed};
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
@@ -18,9 +18,9 @@ pub(super) enum Appender {
 }
 
 /// A sealed chunk and where it goes: its records from offset `offset` of `file`. In its
-/// buffer, the records begin at `offset`'s place in its 512-byte sector, leaving room before
-/// them for the rest of that sector (written again: see the module notes of `wal`) such that
-/// the write starts on an [`IO_ALIGNMENT`] boundary in memory, as direct I/O needs. Copying
+/// buffer, the records begin at `offset`'s place in its [`LOG_BLOCK`], leaving room before
+/// them for the rest of that block (written again: see the module notes of `wal`) such that
+/// the write starts on a block boundary in memory too, as direct I/O needs. Copying
 /// each megabyte chunk into an aligned buffer instead flushed the writer's core's cache (YCSB
 /// A with the log, 2 threads on 2 cores: about 4% of throughput).
 pub(super) struct Chunk {
@@ -149,7 +149,7 @@ impl Inner {
             self.work.notify_one();
             self.progress.wait(state);
         }
-        let in_sector = (state.file_offset % IO_ALIGNMENT as u64) as usize;
+        let in_block = (state.file_offset % LOG_BLOCK as u64) as usize;
         let limit = len.max(WRITE_AHEAD_BYTES);
         let threshold = self.redo_ptr.load(Ordering::Acquire);
         let first = if tag.is_none_or(|tag| tag == threshold) {
@@ -160,15 +160,7 @@ impl Inner {
         let (start, chunks) = (state.end, &self.chunks);
         let reservation = state
             .control
-            .install(
-                chunks,
-                start,
-                threshold,
-                in_sector,
-                limit,
-                IO_ALIGNMENT,
-                first,
-            )
+            .install(chunks, start, threshold, in_block, limit, LOG_BLOCK, first)
             .expect("a chunk is free");
         if first == 0 {
             reservation.fill(&[]);

@@ -26,7 +26,7 @@
 
 use super::decode::{FrameHeader, Outline, Records};
 use super::record::{Record, FRAME_ALIGN, FRAME_HEADER, MAX_PAYLOAD};
-use super::{LogPosition, Tail, MAX_LSN};
+use super::{LogPosition, Tail, LOG_BLOCK, MAX_LSN};
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, Storage, IO_ALIGNMENT};
 use std::collections::BTreeMap;
@@ -45,7 +45,7 @@ pub(crate) struct LogEnd {
     pub(crate) file: usize,
     pub(crate) offset: u64,
     pub(crate) lsn: u64,
-    /// The partial sector at the end, which the next write writes again.
+    /// The partial block at the end, which the next write writes again.
     pub(crate) tail: Tail,
 }
 
@@ -418,9 +418,9 @@ fn walk<T: FrameContent>(
     if stop.is_some_and(|stop| lsn != stop) {
         return Err(reread_differently(lsn));
     }
-    let partial = (offset % IO_ALIGNMENT as u64) as usize;
-    let sector = offset - partial as u64;
-    let bytes = window.get(sector, partial)?.unwrap_or_default().to_vec();
+    let partial = (offset % LOG_BLOCK as u64) as usize;
+    let block = offset - partial as u64;
+    let bytes = window.get(block, partial)?.unwrap_or_default().to_vec();
     Ok(LogScan {
         end: LogEnd {
             file,
@@ -428,7 +428,7 @@ fn walk<T: FrameContent>(
             lsn,
             tail: Tail {
                 file,
-                offset: sector,
+                offset: block,
                 bytes,
             },
         },

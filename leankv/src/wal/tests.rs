@@ -250,14 +250,18 @@ struct CheckedWrites {
 }
 
 impl CheckedWrites {
-    /// Refuses what direct I/O refuses: a buffer, offset or length not aligned.
-    fn direct_only() -> CheckedWrites {
+    /// Refuses what direct I/O refuses (a buffer, offset or length not aligned to the sector)
+    /// and what the log must not do (an offset or length that is not whole blocks, which
+    /// ext4 serves slowly when it extends the file: see `LOG_BLOCK`).
+    fn whole_blocks_only() -> CheckedWrites {
         CheckedWrites {
             inner: MemoryStorage::new(),
             mode: IoMode::Direct,
             check: |buf, offset| {
-                let aligned = |n: usize| n.is_multiple_of(IO_ALIGNMENT);
-                if aligned(buf.as_ptr() as usize) && aligned(buf.len()) && aligned(offset as usize)
+                let whole_blocks = |n: usize| n.is_multiple_of(LOG_BLOCK);
+                if (buf.as_ptr() as usize).is_multiple_of(crate::io::IO_ALIGNMENT)
+                    && whole_blocks(buf.len())
+                    && whole_blocks(offset as usize)
                 {
                     Ok(())
                 } else {
@@ -320,19 +324,19 @@ pub(super) fn commits_in(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> V
         .collect()
 }
 
-fn direct_only_files() -> [Arc<dyn Storage>; 2] {
+fn whole_blocks_only_files() -> [Arc<dyn Storage>; 2] {
     [
-        Arc::new(CheckedWrites::direct_only()),
-        Arc::new(CheckedWrites::direct_only()),
+        Arc::new(CheckedWrites::whole_blocks_only()),
+        Arc::new(CheckedWrites::whole_blocks_only()),
     ]
 }
 
 #[test]
-fn chunks_are_written_in_place_as_aligned_sectors() {
-    let files = direct_only_files();
+fn chunks_are_written_in_place_as_whole_blocks() {
+    let files = whole_blocks_only_files();
     let log = new_log(files.clone(), 1 << 40);
     let start = log.begin_checkpoint(1, &[], Vec::new);
-    // Each commit synced alone: every write begins with the partial sector of the last.
+    // Each commit synced alone: every write begins with the partial block of the last.
     for batch in 1..=40 {
         let (_, end) = log.append(|writer, _| writer.commit(batch));
         log.wait_durable(end).unwrap();
@@ -348,8 +352,8 @@ fn chunks_are_written_in_place_as_aligned_sectors() {
 }
 
 #[test]
-fn chunks_are_written_in_place_and_each_write_carries_the_partial_sector() {
-    let files = direct_only_files();
+fn chunks_are_written_in_place_and_each_write_carries_the_partial_block() {
+    let files = whole_blocks_only_files();
     let log = new_log(files.clone(), 1 << 40);
     let (mut tail, mut unsynced) = (Tail::default(), [false; 2]);
     let records = |len: usize, seed: u8| -> Vec<u8> {
@@ -359,11 +363,11 @@ fn chunks_are_written_in_place_and_each_write_carries_the_partial_sector() {
     let chunk = |offset: u64, records: &[u8]| {
         let mut state = log.inner.state.lock();
         let chunks = &log.inner.chunks;
-        let in_sector = (offset % IO_ALIGNMENT as u64) as usize;
+        let in_block = (offset % LOG_BLOCK as u64) as usize;
         let control = &mut state.control;
         let len = records.len();
         control
-            .install(chunks, 4096 + offset, 0, in_sector, len, IO_ALIGNMENT, len)
+            .install(chunks, 4096 + offset, 0, in_block, len, LOG_BLOCK, len)
             .unwrap()
             .fill(records);
         let sealed = control.seal(chunks).unwrap();
@@ -373,19 +377,22 @@ fn chunks_are_written_in_place_and_each_write_carries_the_partial_sector() {
             sealed,
         }
     };
-    let (first, second, third) = (records(700, 1), records(1000, 2), records(300, 3));
-    // Each but the first starts mid-sector.
-    let mut chunks = [chunk(0, &first), chunk(700, &second), chunk(1700, &third)];
+    let (first, second, third) = (records(3000, 1), records(6000, 2), records(300, 3));
+    // Each but the first starts mid-block; the second spans two blocks, the third ends in the
+    // block where it starts.
+    let mut chunks = [chunk(0, &first), chunk(3000, &second), chunk(9000, &third)];
     for chunk in &mut chunks {
         log.inner
             .write_chunk(chunk, &mut tail, &mut unsynced)
             .unwrap();
     }
     log.inner.sync_files(&mut unsynced).unwrap();
-    let mut written = vec![0; 2048];
+    assert_eq!(files[0].len().unwrap(), 3 * LOG_BLOCK as u64);
+    let mut written = vec![0; 3 * LOG_BLOCK];
     files[0].read_at(&mut written, 0).unwrap();
-    assert_eq!(written[..2000], [first, second, third].concat());
-    assert_eq!((tail.offset, tail.bytes.len()), (1536, 2000 - 1536));
+    assert_eq!(written[..9300], [first, second, third].concat());
+    assert!(written[9300..].iter().all(|&b| b == 0));
+    assert_eq!((tail.offset, tail.bytes.len()), (8192, 9300 - 8192));
     let mut state = log.inner.state.lock();
     for chunk in chunks {
         state
@@ -432,7 +439,7 @@ fn puts_and_commits(files: &[Arc<dyn Storage>; 2], start: LogPosition) -> Vec<St
 /// the slot (what it wrote would have been published as a damaged frame).
 #[test]
 fn staged_records_are_published_whole_in_order() {
-    let files = direct_only_files();
+    let files = whole_blocks_only_files();
     let log = new_log(files.clone(), 1 << 40);
     let start = log.begin_checkpoint(1, &[], Vec::new);
     let gate = parking_lot::RwLock::new(());

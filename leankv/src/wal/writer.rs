@@ -1,6 +1,6 @@
 //! The log's writer thread: it seals the open chunk, takes the sealed ones, waits for their
-//! reserved ranges to be filled, writes them as whole sectors (the
-//! partial last sector of a file again, from its [`Tail`]), freeing each as soon as it is
+//! reserved ranges to be filled, writes them as whole blocks (the
+//! partial last block of a file again, from its [`Tail`]), freeing each as soon as it is
 //! written (its bytes leave the log buffer), and syncs the files when a commit,
 //! the `Eventual` delay, a page write (the WAL rule) or shutdown asks; between syncs it writes
 //! ahead once 1 MiB waits. The page file is synced first when a record in the chunks refers to
@@ -8,7 +8,7 @@
 //! ([`Zeroed`]), so that the syncs of the records that land there need no file-system metadata.
 
 use super::{
-    Appender, Chunk, Inner, Instant, Ordering, IO_ALIGNMENT, SPARE_CHUNKS, WRITE_AHEAD_BYTES,
+    Appender, Chunk, Inner, Instant, Ordering, LOG_BLOCK, SPARE_CHUNKS, WRITE_AHEAD_BYTES,
 };
 use crate::io::{AlignedBuf, Storage};
 
@@ -30,7 +30,7 @@ const ZEROS_BELOW_BYTES_PER_SYNC: u64 = 256 << 10;
 /// an eighth of that (a log with a short interval is small and soon overwrites its files).
 pub(crate) fn zeroed_ahead(checkpoint_bytes: u64) -> u64 {
     let ahead = (checkpoint_bytes / 8).min(ZEROED_AHEAD);
-    ahead - ahead % IO_ALIGNMENT as u64
+    ahead - ahead % LOG_BLOCK as u64
 }
 
 /// How far each log file's blocks are written, by records or zeros, as far as the writer
@@ -47,10 +47,10 @@ pub(crate) struct Zeroed {
 }
 
 impl Zeroed {
-    /// Keeps zeros `ahead` bytes ahead (a multiple of the sector), starting from the files'
+    /// Keeps zeros `ahead` bytes ahead (a multiple of [`LOG_BLOCK`]), starting from the files'
     /// lengths; a file whose length cannot be read gets no zeros.
     pub(crate) fn new(files: &[std::sync::Arc<dyn Storage>; 2], ahead: u64) -> Self {
-        debug_assert_eq!(ahead % IO_ALIGNMENT as u64, 0);
+        debug_assert_eq!(ahead % LOG_BLOCK as u64, 0);
         Zeroed {
             written: [0, 1].map(|file| files[file].len().unwrap_or(u64::MAX)),
             ahead,
@@ -80,10 +80,14 @@ impl Zeroed {
     }
 
     /// Writes a step of zeros (1 MiB, or the distance if less) past the written end of
-    /// `file`. A failure (no space left, say) stops the zeros for this file: the records' own
-    /// writes report what they meet.
+    /// `file`, from the next whole block (an earlier life may have left the file ending inside
+    /// one; the rest of it reads as zeros). A failure (no space left, say) stops the zeros for
+    /// this file: the records' own writes report what they meet.
     fn step(&mut self, file: usize, storage: &dyn Storage) {
-        let start = self.written[file];
+        let Some(start) = self.written[file].checked_next_multiple_of(LOG_BLOCK as u64) else {
+            self.written[file] = u64::MAX;
+            return;
+        };
         let step = ZERO_STEP.min(self.ahead);
         let zeros = self
             .zeros
@@ -95,11 +99,11 @@ impl Zeroed {
     }
 }
 
-/// The writer thread's knowledge of the partial sector at the end of a file.
+/// The writer thread's knowledge of the partial block at the end of a file.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tail {
     pub(crate) file: usize,
-    /// Offset of the partial sector, and its bytes so far.
+    /// Offset of the partial block, and its bytes so far.
     pub(crate) offset: u64,
     pub(crate) bytes: Vec<u8>,
 }
@@ -225,7 +229,7 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes `chunk` as whole sectors (the partial last sector of a file again, from
+    /// Writes `chunk` as whole blocks (the partial last block of a file again, from
     /// `tail`), in place (see [`Chunk`]) once its records are filled in, and notes its file in
     /// `unsynced`; returns where the write ended in the file (0 if the chunk held nothing).
     pub(super) fn write_chunk(
@@ -238,7 +242,7 @@ impl Inner {
         if records == 0 {
             return Ok(0);
         }
-        let aligned = chunk.offset - chunk.offset % IO_ALIGNMENT as u64;
+        let aligned = chunk.offset - chunk.offset % LOG_BLOCK as u64;
         let prefix: &[u8] = if tail.file == chunk.file && tail.offset == aligned {
             &tail.bytes
         } else {
@@ -246,25 +250,24 @@ impl Inner {
         };
         debug_assert_eq!(aligned + prefix.len() as u64, chunk.offset);
         let data_len = prefix.len() + records;
-        let len = data_len.next_multiple_of(IO_ALIGNMENT);
+        let len = data_len.next_multiple_of(LOG_BLOCK);
         let Some(buffer) = chunk.sealed.bytes_mut(&self.chunks) else {
             return Err(std::io::Error::other(
                 "a record was never copied into the log (a thread panicked appending it)",
             ));
         };
-        let sectors = &mut buffer[..len];
-        sectors[..prefix.len()].copy_from_slice(prefix);
-        sectors[data_len..].fill(0);
-        self.files[chunk.file].write_at(sectors, aligned)?;
+        let blocks = &mut buffer[..len];
+        blocks[..prefix.len()].copy_from_slice(prefix);
+        blocks[data_len..].fill(0);
+        self.files[chunk.file].write_at(blocks, aligned)?;
         self.bytes.fetch_add(records as u64, Ordering::Relaxed);
         unsynced[chunk.file] = true;
         let end = chunk.offset + records as u64;
-        let partial = (end % IO_ALIGNMENT as u64) as usize;
-        let sector = end - partial as u64;
+        let partial = (end % LOG_BLOCK as u64) as usize;
         *tail = Tail {
             file: chunk.file,
-            offset: sector,
-            bytes: sectors[data_len - partial..data_len].to_vec(),
+            offset: end - partial as u64,
+            bytes: blocks[data_len - partial..data_len].to_vec(),
         };
         Ok(aligned + len as u64)
     }
@@ -285,7 +288,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::MemoryStorage;
+    use crate::io::{MemoryStorage, IO_ALIGNMENT};
     use crate::wal::records_from;
     use crate::wal::tests::{commits_in, new_log};
     use std::sync::Arc;
@@ -307,7 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn the_distance_is_an_eighth_of_the_interval_up_to_8_mib_in_whole_sectors() {
+    fn the_distance_is_an_eighth_of_the_interval_up_to_8_mib_in_whole_blocks() {
         assert_eq!(zeroed_ahead(1 << 20), 128 << 10);
         assert_eq!(zeroed_ahead(1 << 40), ZEROED_AHEAD);
         assert_eq!(zeroed_ahead((1 << 20) + 100), 128 << 10);
@@ -317,23 +320,25 @@ mod tests {
     #[test]
     fn zeros_go_past_everything_written_in_steps_up_to_the_distance() {
         let files = memory_files();
-        // File 1 holds what an earlier life wrote: the zeros go after it.
-        let earlier = 3 * IO_ALIGNMENT as u64;
+        // File 1 holds what an earlier life wrote, three sectors: the zeros go after it, from
+        // the next whole block.
+        let earlier = 3 * IO_ALIGNMENT;
         files[1].write_at(&[7; 3 * IO_ALIGNMENT], 0).unwrap();
         let mut zeroed = Zeroed::new(&files, AHEAD);
         assert!(zeroed.wants(1, 0));
         zeroed.step(1, files[1].as_ref());
-        assert_eq!(files[1].len().unwrap(), earlier + AHEAD);
-        let bytes = bytes_at(files[1].as_ref(), 0, (earlier + AHEAD) as usize);
-        assert!(bytes[..earlier as usize].iter().all(|&b| b == 7));
-        assert!(bytes[earlier as usize..].iter().all(|&b| b == 0));
+        let zeros_end = LOG_BLOCK as u64 + AHEAD;
+        assert_eq!(files[1].len().unwrap(), zeros_end);
+        let bytes = bytes_at(files[1].as_ref(), 0, zeros_end as usize);
+        assert!(bytes[..earlier].iter().all(|&b| b == 7));
+        assert!(bytes[earlier..].iter().all(|&b| b == 0));
         assert!(!zeroed.wants(1, 0));
         // Records written past the zeros move where the next ones go; they stop at the distance
         // ahead of where the next records land.
         let records_at = 5 * AHEAD;
-        files[0].write_at(&[9; IO_ALIGNMENT], records_at).unwrap();
-        let records_end = records_at + IO_ALIGNMENT as u64;
-        zeroed.wrote(0, records_end, IO_ALIGNMENT as u64);
+        files[0].write_at(&[9; LOG_BLOCK], records_at).unwrap();
+        let records_end = records_at + LOG_BLOCK as u64;
+        zeroed.wrote(0, records_end, LOG_BLOCK as u64);
         let mut steps = 0;
         while zeroed.wants(0, records_end) {
             zeroed.step(0, files[0].as_ref());
@@ -342,8 +347,8 @@ mod tests {
         assert_eq!(steps, 1);
         assert_eq!(files[0].len().unwrap(), records_end + AHEAD);
         assert_eq!(
-            bytes_at(files[0].as_ref(), records_at, IO_ALIGNMENT),
-            [9; IO_ALIGNMENT]
+            bytes_at(files[0].as_ref(), records_at, LOG_BLOCK),
+            [9; LOG_BLOCK]
         );
         // No distance, no zeros.
         assert!(!Zeroed::new(&memory_files(), 0).wants(0, 0));
