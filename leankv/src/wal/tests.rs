@@ -3,7 +3,7 @@
 //! And the writer's writes: whole aligned sectors, from chunks in place.
 
 use super::*;
-use crate::io::{IoMode, MemoryStorage};
+use crate::io::{IoMode, MemoryStorage, IO_ALIGNMENT};
 use std::sync::atomic::AtomicUsize;
 
 /// A storage whose writes each wait for a permit (all go once it is opened), counting the
@@ -259,7 +259,7 @@ impl CheckedWrites {
             mode: IoMode::Direct,
             check: |buf, offset| {
                 let whole_blocks = |n: usize| n.is_multiple_of(LOG_BLOCK);
-                if (buf.as_ptr() as usize).is_multiple_of(crate::io::IO_ALIGNMENT)
+                if (buf.as_ptr() as usize).is_multiple_of(IO_ALIGNMENT)
                     && whole_blocks(buf.len())
                     && whole_blocks(offset as usize)
                 {

@@ -48,11 +48,18 @@ pub(crate) struct Zeroed {
 
 impl Zeroed {
     /// Keeps zeros `ahead` bytes ahead (a multiple of [`LOG_BLOCK`]), starting from the files'
-    /// lengths; a file whose length cannot be read gets no zeros.
+    /// lengths rounded up to whole blocks (an earlier life may have left a file ending inside
+    /// one; the rest of it reads as zeros); a file whose length cannot be read gets no zeros.
     pub(crate) fn new(files: &[std::sync::Arc<dyn Storage>; 2], ahead: u64) -> Self {
         debug_assert_eq!(ahead % LOG_BLOCK as u64, 0);
+        let written = |file: &std::sync::Arc<dyn Storage>| {
+            file.len()
+                .ok()
+                .and_then(|len| len.checked_next_multiple_of(LOG_BLOCK as u64))
+                .unwrap_or(u64::MAX)
+        };
         Zeroed {
-            written: [0, 1].map(|file| files[file].len().unwrap_or(u64::MAX)),
+            written: [written(&files[0]), written(&files[1])],
             ahead,
             since_sync: 0,
             per_sync: 0,
@@ -60,8 +67,9 @@ impl Zeroed {
         }
     }
 
-    /// Notes a write of `bytes` of records to `file`, ending at `end`.
+    /// Notes a write of `bytes` of records to `file`, ending at `end` (a whole block).
     fn wrote(&mut self, file: usize, end: u64, bytes: u64) {
+        debug_assert_eq!(end % LOG_BLOCK as u64, 0);
         self.written[file] = self.written[file].max(end);
         self.since_sync += bytes;
     }
@@ -80,14 +88,11 @@ impl Zeroed {
     }
 
     /// Writes a step of zeros (1 MiB, or the distance if less) past the written end of
-    /// `file`, from the next whole block (an earlier life may have left the file ending inside
-    /// one; the rest of it reads as zeros). A failure (no space left, say) stops the zeros for
-    /// this file: the records' own writes report what they meet.
+    /// `file` (a whole block: see [`Self::new`] and [`Self::wrote`]). A failure (no space
+    /// left, say) stops the zeros for this file: the records' own writes report what they meet.
     fn step(&mut self, file: usize, storage: &dyn Storage) {
-        let Some(start) = self.written[file].checked_next_multiple_of(LOG_BLOCK as u64) else {
-            self.written[file] = u64::MAX;
-            return;
-        };
+        let start = self.written[file];
+        debug_assert_eq!(start % LOG_BLOCK as u64, 0);
         let step = ZERO_STEP.min(self.ahead);
         let zeros = self
             .zeros
