@@ -36,10 +36,18 @@ pub(crate) fn zeroed_ahead(checkpoint_bytes: u64) -> u64 {
 /// How far each log file's blocks are written, by records or zeros, as far as the writer
 /// knows: it alone writes the files while the log runs, so nothing lies beyond. Zeros read as
 /// no frame: where the records stop, the log ends (see `reader`).
+///
+/// The zeros stay no further ahead than the log has written records since it opened: a log
+/// that writes little (a small or idle database, a short-lived process) does not grow its
+/// files by megabytes of zeros it never reaches, and a busy one reaches the full distance
+/// within its first megabytes.
 pub(crate) struct Zeroed {
     written: [u64; 2],
-    /// How far ahead of the next records to keep zeros (0: none; see [`zeroed_ahead`]).
+    /// How far ahead of the next records to keep zeros at most (0: none; see
+    /// [`zeroed_ahead`]).
     ahead: u64,
+    /// Bytes of records written since the log opened.
+    logged: u64,
     /// Log bytes written since the last sync, and their moving average over the syncs.
     since_sync: u64,
     per_sync: u64,
@@ -61,6 +69,7 @@ impl Zeroed {
         Zeroed {
             written: [written(&files[0]), written(&files[1])],
             ahead,
+            logged: 0,
             since_sync: 0,
             per_sync: 0,
             zeros: None,
@@ -71,7 +80,18 @@ impl Zeroed {
     fn wrote(&mut self, file: usize, end: u64, bytes: u64) {
         debug_assert_eq!(end % LOG_BLOCK as u64, 0);
         self.written[file] = self.written[file].max(end);
+        self.logged = self.logged.saturating_add(bytes);
         self.since_sync += bytes;
+    }
+
+    /// How far ahead of the next records to keep zeros now: the full distance, or as far as
+    /// the log has come since it opened if that is less (in whole blocks).
+    fn distance(&self) -> u64 {
+        let logged = self
+            .logged
+            .checked_next_multiple_of(LOG_BLOCK as u64)
+            .unwrap_or(u64::MAX);
+        self.ahead.min(logged)
     }
 
     /// Notes a sync of the log files.
@@ -82,23 +102,25 @@ impl Zeroed {
 
     /// Whether `file`, whose next records land at `offset`, wants zeros ahead of them.
     fn wants(&self, file: usize, offset: u64) -> bool {
-        self.ahead > 0
+        let distance = self.distance();
+        distance > 0
             && self.per_sync < ZEROS_BELOW_BYTES_PER_SYNC
-            && self.written[file] < offset.saturating_add(self.ahead)
+            && self.written[file] < offset.saturating_add(distance)
     }
 
-    /// Writes a step of zeros (1 MiB, or the distance if less) past the written end of
-    /// `file` (a whole block: see [`Self::new`] and [`Self::wrote`]). A failure (no space
+    /// Writes a step of zeros (1 MiB, or the current distance if less) past the written end
+    /// of `file` (a whole block: see [`Self::new`] and [`Self::wrote`]). A failure (no space
     /// left, say) stops the zeros for this file: the records' own writes report what they meet.
     fn step(&mut self, file: usize, storage: &dyn Storage) {
         let start = self.written[file];
         debug_assert_eq!(start % LOG_BLOCK as u64, 0);
-        let step = ZERO_STEP.min(self.ahead);
+        let step = ZERO_STEP.min(self.distance()) as usize;
+        debug_assert!(step > 0 && step.is_multiple_of(LOG_BLOCK));
         let zeros = self
             .zeros
-            .get_or_insert_with(|| AlignedBuf::new(step as usize));
-        self.written[file] = match storage.write_at(zeros, start) {
-            Ok(()) => start + step,
+            .get_or_insert_with(|| AlignedBuf::new(ZERO_STEP.min(self.ahead) as usize));
+        self.written[file] = match storage.write_at(&zeros[..step], start) {
+            Ok(()) => start + step as u64,
             Err(_) => u64::MAX,
         };
     }
@@ -323,27 +345,37 @@ mod tests {
     }
 
     #[test]
-    fn zeros_go_past_everything_written_in_steps_up_to_the_distance() {
+    fn zeros_follow_the_records_as_far_ahead_as_the_log_has_come_up_to_the_distance() {
         let files = memory_files();
-        // File 1 holds what an earlier life wrote, three sectors: the zeros go after it, from
-        // the next whole block.
+        // File 1 holds what an earlier life wrote, three sectors.
         let earlier = 3 * IO_ALIGNMENT;
         files[1].write_at(&[7; 3 * IO_ALIGNMENT], 0).unwrap();
         let mut zeroed = Zeroed::new(&files, AHEAD);
-        assert!(zeroed.wants(1, 0));
-        zeroed.step(1, files[1].as_ref());
-        let zeros_end = LOG_BLOCK as u64 + AHEAD;
-        assert_eq!(files[1].len().unwrap(), zeros_end);
-        let bytes = bytes_at(files[1].as_ref(), 0, zeros_end as usize);
+        // No records written in this life: no zeros.
+        assert!(!zeroed.wants(0, 0) && !zeroed.wants(1, earlier as u64));
+        // 100 bytes of records (in the file's first block): the zeros go one block ahead of
+        // where the next records land, in file 1 from the block after the earlier life's.
+        files[0].write_at(&[9; LOG_BLOCK], 0).unwrap();
+        zeroed.wrote(0, LOG_BLOCK as u64, 100);
+        for (file, next_records) in [(0, 100), (1, earlier as u64)] {
+            let mut steps = 0;
+            while zeroed.wants(file, next_records) {
+                zeroed.step(file, files[file].as_ref());
+                steps += 1;
+            }
+            assert_eq!(steps, 1);
+            assert_eq!(files[file].len().unwrap(), 2 * LOG_BLOCK as u64);
+        }
+        let bytes = bytes_at(files[1].as_ref(), 0, 2 * LOG_BLOCK);
         assert!(bytes[..earlier].iter().all(|&b| b == 7));
         assert!(bytes[earlier..].iter().all(|&b| b == 0));
-        assert!(!zeroed.wants(1, 0));
-        // Records written past the zeros move where the next ones go; they stop at the distance
+        assert_eq!(bytes_at(files[0].as_ref(), 0, LOG_BLOCK), [9; LOG_BLOCK]);
+        // Once the log has written more than the distance, the zeros stop at the distance
         // ahead of where the next records land.
         let records_at = 5 * AHEAD;
         files[0].write_at(&[9; LOG_BLOCK], records_at).unwrap();
         let records_end = records_at + LOG_BLOCK as u64;
-        zeroed.wrote(0, records_end, LOG_BLOCK as u64);
+        zeroed.wrote(0, records_end, 2 * AHEAD);
         let mut steps = 0;
         while zeroed.wants(0, records_end) {
             zeroed.step(0, files[0].as_ref());
@@ -356,7 +388,9 @@ mod tests {
             [9; LOG_BLOCK]
         );
         // No distance, no zeros.
-        assert!(!Zeroed::new(&memory_files(), 0).wants(0, 0));
+        let mut none = Zeroed::new(&memory_files(), 0);
+        none.wrote(0, LOG_BLOCK as u64, LOG_BLOCK as u64);
+        assert!(!none.wants(0, 0));
     }
 
     #[test]
@@ -393,6 +427,7 @@ mod tests {
         let end = log.end();
         let written = files[0].len().unwrap();
         let mut zeroed = Zeroed::new(&files, AHEAD);
+        zeroed.wrote(0, written, AHEAD);
         while zeroed.wants(0, written) {
             zeroed.step(0, files[0].as_ref());
         }
