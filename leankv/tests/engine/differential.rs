@@ -5,8 +5,10 @@
 
 use crate::common::{open_as, small, value_for};
 use leankv::ablations::{HashTable, Lean, Lru, Pessimistic, Policy, Traditional};
+use leankv::testing::{MemoryStorage, Storage};
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 fn random_key(rng: &mut fastrand::Rng) -> Vec<u8> {
     // Variable lengths, shared prefixes, and the empty key.
@@ -161,14 +163,41 @@ fn rewritten(old: Option<&[u8]>, seed: u64, round: u64, max_value: usize) -> Opt
     Some(value)
 }
 
-fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, max_value: usize) {
+/// Where a run keeps its database between opens.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    /// The files in a directory, written and synced through the device.
+    Files,
+    /// A page file in memory, with the log in memory for each life (each life ends with a
+    /// clean close, which leaves a page file that needs no log). For the ablations: what they
+    /// are tested for is their buffer management, which evicts and reloads the same pages
+    /// either way, where files would spend the test's time waiting for the device's syncs
+    /// (every dirty page evicted from a tiny pool waits for the log to be synced first).
+    Memory,
+}
+
+fn run<P: Policy>(
+    place: Place,
+    options: leankv::Options,
+    rounds: u64,
+    ops_per_round: usize,
+    max_value: usize,
+) {
     let dir = tempfile::tempdir().unwrap();
+    let pages: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let open = |options: leankv::Options| match place {
+        Place::Files => open_as::<P>(dir.path(), options),
+        Place::Memory => {
+            leankv::ablations::Db::open_with_storage_and_policy(dir.path(), options, pages.clone())
+                .expect("open")
+        }
+    };
     let mut model = BTreeMap::new();
     let mut scratch_model = BTreeMap::new();
     let mut rng = fastrand::Rng::with_seed(42);
     let mut data_bytes = 0usize;
     for round in 0..rounds {
-        let db = open_as::<P>(dir.path(), options.clone());
+        let db = open(options.clone());
         let tree = db.open_tree("data").unwrap();
         for op in 0..ops_per_round {
             let key = random_key(&mut rng);
@@ -254,7 +283,7 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
     );
 
     // Everything is found after reopening; then remove almost everything.
-    let db = open_as::<P>(dir.path(), options.clone());
+    let db = open(options.clone());
     let scratch: Vec<_> = db
         .open_tree("scratch")
         .unwrap()
@@ -276,7 +305,7 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
     }
     let pages_before = db.stats().page_count;
     db.close().unwrap();
-    let db = open_as::<P>(dir.path(), options);
+    let db = open(options);
     let tree = db.open_tree("data").unwrap();
     let all: Vec<_> = tree.iter().map(|item| item.unwrap()).collect();
     assert_eq!(all, model.clone().into_iter().collect::<Vec<_>>());
@@ -298,29 +327,29 @@ fn run<P: Policy>(options: leankv::Options, rounds: u64, ops_per_round: usize, m
 
 #[test]
 fn small_pages_pool_ten_times_smaller_than_data() {
-    run::<Lean>(small(32), 4, 9_000, 300);
+    run::<Lean>(Place::Files, small(32), 4, 9_000, 300);
 }
 
 /// The benchmarks' ablations must be as correct as the engine they are compared with.
 #[test]
 fn ablations_pool_ten_times_smaller_than_data() {
-    run::<HashTable>(small(32), 4, 9_000, 300);
-    run::<Lru>(small(32), 4, 9_000, 300);
-    run::<Pessimistic>(small(32), 4, 9_000, 300);
-    run::<Traditional>(small(32), 4, 9_000, 300);
+    run::<HashTable>(Place::Memory, small(32), 4, 9_000, 300);
+    run::<Lru>(Place::Memory, small(32), 4, 9_000, 300);
+    run::<Pessimistic>(Place::Memory, small(32), 4, 9_000, 300);
+    run::<Traditional>(Place::Memory, small(32), 4, 9_000, 300);
 }
 
 #[test]
 fn default_pages_with_large_values() {
     let options = leankv::Options::default().pool_size(32 * (16384 + 512));
-    run::<Lean>(options, 3, 2_500, 4000);
+    run::<Lean>(Place::Files, options, 3, 2_500, 4000);
 }
 
 /// Most values longer than a 4 KiB page's leaf holds (1 KiB), so they live in pages of their
 /// own: replaced, removed by ranges, dropped with their tree, read by every scan.
 #[test]
 fn small_pages_with_values_beyond_the_leaf() {
-    run::<Lean>(small(32), 3, 2_500, 6000);
+    run::<Lean>(Place::Files, small(32), 3, 2_500, 6000);
 }
 
 /// The in-memory baselines (plain memory, and an mmapped file the kernel pages): the same map
