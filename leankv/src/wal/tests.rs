@@ -343,7 +343,7 @@ fn chunks_are_written_in_place_as_whole_blocks() {
     }
     // Many records per write, taken by the writer ahead of any sync (fewer under Miri, which
     // interprets each append slowly: many still go into one write).
-    let last = if cfg!(miri) { 400 } else { 2_000 };
+    let last = if cfg!(miri) { 100 } else { 2_000 };
     for batch in 41..=last {
         log.append(|writer, _| writer.commit(batch));
     }
