@@ -164,7 +164,7 @@ fn rewritten(old: Option<&[u8]>, seed: u64, round: u64, max_value: usize) -> Opt
 }
 
 /// Where a run keeps its database between opens.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Place {
     /// The files in a directory, written and synced through the device.
     Files,
