@@ -25,8 +25,7 @@ const ZERO_STEP: u64 = 1 << 20;
 /// commit (~0.2-0.4 ms here, the time the device takes for ~200 KiB), so a log that writes
 /// megabytes per sync (`Eventual` under load) is better off extending its file, and one that
 /// is not synced (`None`: only the WAL rule and `flush` sync it) gains nothing from zeros but
-/// twice the writes (TPC-C under `None` wrote its log twice and ran 0.80x `off` at 2 threads
-/// where `Eventual` ran 0.97x, on a 16-core machine).
+/// twice the writes.
 const ZEROS_BELOW_BYTES_PER_SYNC: u64 = 256 << 10;
 
 /// The distance to keep zeros ahead for a log checkpointing every `checkpoint_bytes`: at most
