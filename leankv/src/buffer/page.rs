@@ -10,6 +10,7 @@
 //! so node code is written once for pooled pages and scratch buffers alike.
 
 use super::swip::Swip;
+use crate::sync::prefetch_for_read;
 use std::marker::PhantomData;
 
 /// Read access to page bytes.
@@ -44,6 +45,14 @@ impl<'a> PageView<'a> {
     #[cfg(test)]
     pub(crate) fn as_ptr(&self) -> *const u8 {
         self.ptr
+    }
+
+    /// Starts loading the cache lines of the `len` bytes at `offset` (as far as they lie in
+    /// the page): a hint, see [`prefetch_for_read`].
+    #[inline]
+    pub(crate) fn prefetch(&self, offset: usize, len: usize) {
+        let start = offset.min(self.len);
+        prefetch_for_read(self.ptr.wrapping_add(start), len.min(self.len - start));
     }
 
     #[inline]

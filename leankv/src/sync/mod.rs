@@ -53,6 +53,25 @@ pub(crate) fn prefetch_for_write(start: *const u8, len: usize) {
     let _ = (start, len);
 }
 
+/// Asks the processor to bring every cache line of the `len` bytes at `start` close, to be
+/// read soon: loads that would each wait for memory in turn (a binary search's probes) then
+/// wait once, together. A hint only, as [`prefetch_for_write`].
+#[inline]
+pub(crate) fn prefetch_for_read(start: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let into_line = start.addr() % 64;
+        let first_line = start.wrapping_sub(into_line);
+        for offset in (0..into_line + len).step_by(64) {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: a prefetch never faults and changes no memory, whatever the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(first_line.wrapping_add(offset).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, len);
+}
+
 // The mutex of the code that loom models (`buffer::epoch`): `parking_lot::Mutex` normally,
 // under `cfg(loom)` loom's mutex behind the same interface (`lock` returns the guard). A
 // `parking_lot` lock contended under loom would block the one OS thread loom runs on.
