@@ -8,6 +8,15 @@
 //! The second lookup of a key goes all the way: if the page read ahead was an inner node, the
 //! pages below it are read on demand, so every key is answered after two passes at most. A
 //! large value is read where the first pass finds it (its pages are never in the pool).
+//!
+//! The first pass takes the keys [`GROUP`] at a time and interleaves their descents: each key
+//! takes one step (enter a node, or search it) and starts loading what its next step reads
+//! (the child's latch and header, or the slots its search will probe) before the next key
+//! takes its step, so the group's cache misses overlap instead of each waiting in turn (in
+//! memory a lookup mostly waits for memory). Each descent is the optimistic one of
+//! `descend`, step by step: the child's version is read before its parent validates. A key
+//! whose descent meets a conflict, a large value, a latch mode other than optimistic or
+//! anything unexpected is looked up alone instead.
 
 use super::descend::copy_value;
 use super::*;
@@ -25,17 +34,45 @@ impl<P: Policy> BTree<P> {
     ) -> Result<()> {
         let mut missing = Vec::new();
         let mut targets = Vec::new();
-        for (index, key) in keys.iter().enumerate() {
-            let key = key.as_ref();
-            if skip(key) {
-                found(index, None);
-                continue;
+        let mut answers: [Answer; GROUP] = std::array::from_fn(|_| Answer::Alone);
+        for (start, chunk) in (0..).step_by(GROUP).zip(keys.chunks(GROUP)) {
+            let (mut group, mut len) = ([0; GROUP], 0);
+            for (index, key) in (start..).zip(chunk) {
+                if skip(key.as_ref()) {
+                    found(index, None);
+                } else {
+                    group[len] = index;
+                    len += 1;
+                }
             }
-            match self.lookup_in_memory(key, buffer)? {
-                Ok(present) => found(index, present.then_some(&buffer[..])),
-                Err(target) => {
-                    missing.push(index);
-                    targets.push(target);
+            let (group, answers) = (&group[..len], &mut answers[..len]);
+            self.lookup_group(keys, group, buffer, answers)?;
+            for (&index, answer) in group.iter().zip(answers.iter()) {
+                let outcome = match *answer {
+                    Answer::Value(ref range) => Ok(Some(range.clone())),
+                    Answer::Absent => Ok(None),
+                    Answer::ReadAhead(target) => Err(target),
+                    Answer::Alone => continue,
+                };
+                match outcome {
+                    Ok(range) => found(index, range.map(|range| &buffer[range])),
+                    Err(target) => {
+                        missing.push(index);
+                        targets.push(target);
+                    }
+                }
+            }
+            // Keys the group could not answer, one at a time (the values above are used).
+            for (&index, answer) in group.iter().zip(answers.iter()) {
+                if !matches!(answer, Answer::Alone) {
+                    continue;
+                }
+                match self.lookup_in_memory(keys[index].as_ref(), buffer)? {
+                    Ok(present) => found(index, present.then_some(&buffer[..])),
+                    Err(target) => {
+                        missing.push(index);
+                        targets.push(target);
+                    }
                 }
             }
         }
@@ -48,6 +85,134 @@ impl<P: Policy> BTree<P> {
             }
         }
         Ok(())
+    }
+
+    /// Looks up `keys[i]` for each `i` in `group` (at most [`GROUP`]) as far as memory goes,
+    /// their descents interleaved (see the module notes): `answers[j]` answers `group[j]`,
+    /// values copied into `buffer`.
+    fn lookup_group<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        group: &[usize],
+        buffer: &mut Vec<u8>,
+        answers: &mut [Answer],
+    ) -> Result<()> {
+        debug_assert!(group.len() <= GROUP && answers.len() == group.len());
+        let mut steps = [Step::Done; GROUP];
+        self.bm.run(|mode| {
+            buffer.clear();
+            answers.fill(Answer::Alone);
+            let root = self.root();
+            let version = match (mode, self.check_live()) {
+                (LatchMode::Optimistic, Ok(())) => self.bm.frame(root).latch.optimistic(),
+                _ => return Ok(()),
+            };
+            let Ok(version) = version else {
+                return Ok(());
+            };
+            for step in &mut steps[..group.len()] {
+                *step = Step::Search {
+                    frame: root,
+                    version,
+                };
+            }
+            let mut active = group.len();
+            while active > 0 {
+                for ((step, &index), answer) in steps.iter_mut().zip(group).zip(answers.iter_mut())
+                {
+                    if matches!(step, Step::Done) {
+                        continue;
+                    }
+                    *step = self.take_step(*step, keys[index].as_ref(), buffer, answer);
+                    if matches!(step, Step::Done) {
+                        active -= 1;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// One step of a key's interleaved descent; what it settles goes into `answer` (which
+    /// stays `Alone` for a key to be looked up alone).
+    fn take_step(&self, step: Step, key: &[u8], buffer: &mut Vec<u8>, answer: &mut Answer) -> Step {
+        match step {
+            Step::Enter {
+                parent,
+                version,
+                word,
+                child,
+                level,
+            } => {
+                let Ok(child_version) = self.bm.frame(child).latch.optimistic() else {
+                    return Step::Done;
+                };
+                if !self.bm.holds(child, word)
+                    || self.bm.frame(parent).latch.validate(version).is_err()
+                {
+                    return Step::Done;
+                }
+                let node = self.node(child);
+                if node.level() != level {
+                    // A conflict (the search validates) or corruption: the lone lookup tells.
+                    return Step::Done;
+                }
+                node.prefetch_search(key);
+                Step::Search {
+                    frame: child,
+                    version: child_version,
+                }
+            }
+            Step::Search { frame, version } => {
+                self.bm.touch(frame);
+                let node = self.node(frame);
+                let level = node.level();
+                if level == 0 {
+                    let start = buffer.len();
+                    let settled = match node.lower_bound(key) {
+                        (index, true) if node.is_blob(index) => Answer::Alone,
+                        (index, true) => {
+                            buffer.extend_from_slice(node.value(index));
+                            Answer::Value(start..buffer.len())
+                        }
+                        (_, false) => Answer::Absent,
+                    };
+                    if self.bm.frame(frame).latch.validate(version).is_ok() {
+                        *answer = settled;
+                    }
+                    return Step::Done;
+                }
+                let index = node.search(key, Bound::AtLeast);
+                let offset = node.child_offset(index);
+                let word = node.child_word(index);
+                if self.bm.frame(frame).latch.validate(version).is_err() {
+                    return Step::Done;
+                }
+                match self.bm.child(word) {
+                    Some(SwipTarget::Frame(child)) => {
+                        self.bm.load_into_cache(child, node::SLOTS);
+                        Step::Enter {
+                            parent: frame,
+                            version,
+                            word,
+                            child,
+                            level: level - 1,
+                        }
+                    }
+                    Some(SwipTarget::Page(page_id)) => {
+                        *answer = Answer::ReadAhead(ReadAhead {
+                            parent: frame,
+                            version,
+                            offset,
+                            page_id,
+                        });
+                        Step::Done
+                    }
+                    None => Step::Done,
+                }
+            }
+            Step::Done => Step::Done,
+        }
     }
 
     /// [`Self::lookup`] as far as memory goes: `Err` with the first page its descent meets
@@ -84,4 +249,39 @@ impl<P: Policy> BTree<P> {
             Ok(Some(true)) => self.lookup(key, buffer).map(Ok),
         }
     }
+}
+
+/// Keys whose descents a lookup of many interleaves: enough misses in flight to keep a core's
+/// line fill buffers busy (about ten), few enough that what each step loads is still cached
+/// when the key's next step comes.
+const GROUP: usize = 8;
+
+/// Where a key's interleaved descent stands (see [`BTree::lookup_group`]).
+#[derive(Clone, Copy)]
+enum Step {
+    /// Search `frame` (read at `version`; its header and the slots to probe are loading).
+    Search { frame: FrameId, version: u64 },
+    /// Enter `child`, whose swip `word` was read in `parent` at `version`, a node at `level`
+    /// (the child's latch and header are loading).
+    Enter {
+        parent: FrameId,
+        version: u64,
+        word: u64,
+        child: FrameId,
+        level: u16,
+    },
+    /// Settled, or given up to a lookup alone.
+    Done,
+}
+
+/// What the interleaved first pass found for a key.
+#[derive(Clone)]
+enum Answer {
+    /// Present; its value is these bytes of the buffer.
+    Value(std::ops::Range<usize>),
+    Absent,
+    /// Its descent stopped at a page not in memory.
+    ReadAhead(ReadAhead),
+    /// Looked up alone instead (a conflict, a large value, a pessimistic latch mode).
+    Alone,
 }

@@ -269,6 +269,13 @@ impl<P: Policy> BufferManager<P> {
         self.pool.page(id)
     }
 
+    /// Starts loading frame `id`'s latch and the first `len` bytes of its page into the
+    /// cache, for a reader that will come back to it after other work.
+    #[inline]
+    pub(crate) fn load_into_cache(&self, id: FrameId, len: usize) {
+        self.pool.prefetch(id, len);
+    }
+
     pub(crate) fn page_mut<'a>(
         &'a self,
         id: FrameId,

@@ -18,7 +18,7 @@
 
 use super::frame::{Frame, FrameId, FRAME_HEADER_AREA};
 use super::page::{PageMut, PageView};
-use crate::sync::ExclusiveGuard;
+use crate::sync::{prefetch_for_read, ExclusiveGuard};
 
 /// The memory of all frames.
 pub(crate) struct Pool {
@@ -232,6 +232,16 @@ impl Pool {
         assert!(id < self.frames, "frame id {id} out of range");
         // SAFETY: in range (checked above); exclusive per the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.page_ptr(id), self.page_size) }
+    }
+
+    /// Starts loading frame `id`'s header line (its latch) and the first `len` bytes of its
+    /// page into the cache (a hint: an out-of-range id does nothing).
+    #[inline]
+    pub(crate) fn prefetch(&self, id: FrameId, len: usize) {
+        if id < self.frames {
+            prefetch_for_read(self.page_ptr(id).wrapping_sub(FRAME_HEADER_AREA), 64);
+            prefetch_for_read(self.page_ptr(id), len.min(self.page_size));
+        }
     }
 
     fn page_ptr(&self, id: FrameId) -> *mut u8 {

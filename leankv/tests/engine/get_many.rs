@@ -92,9 +92,21 @@ fn batches_beyond_memory(options: leankv::Options, read_ahead: bool) {
 /// counts.
 #[test]
 fn batches_beside_writers_see_only_written_values() {
+    batches_beside_writers(small(64));
+}
+
+/// The same with every page in memory, where a batch's lookups run interleaved, step by step
+/// (each key's descent one level at a time, beside the others' and the writers' splits and
+/// merges).
+#[test]
+fn batches_in_memory_beside_writers_see_only_written_values() {
+    batches_beside_writers(small(4096));
+}
+
+fn batches_beside_writers(options: leankv::Options) {
     const KEYS: u64 = 20_000;
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path(), small(64));
+    let db = open(dir.path(), options);
     let tree = db.open_tree("t").unwrap();
     for n in 0..KEYS {
         tree.insert(key(n), versioned(n, 0)).unwrap();

@@ -122,6 +122,29 @@ impl<'a> Node<'a> {
         (low, high)
     }
 
+    /// The hinted range for `head` among `count` entries (see [`Self::hinted_range`]), its
+    /// slots loaded into the cache at once: a binary search's first probes fall in different
+    /// cache lines of the range, each load waiting for the one before (its address follows
+    /// the last comparison). Up to 512 bytes: the hints keep it about a seventeenth of the
+    /// node.
+    #[inline]
+    fn search_range(&self, head: u32, count: usize) -> (usize, usize) {
+        let (low, high) = self.hinted_range(head, count);
+        if high - low > 64 / SLOT_SIZE {
+            self.page
+                .prefetch(self.slot(low), ((high - low) * SLOT_SIZE).min(512));
+        }
+        (low, high)
+    }
+
+    /// Starts loading the slots a search for `key` will probe (see [`Self::search_range`]),
+    /// for a reader that comes back to search after other work.
+    #[inline]
+    pub(crate) fn prefetch_search(&self, key: &[u8]) {
+        let head = key_head(key, self.head_offset());
+        self.search_range(head, self.count());
+    }
+
     #[inline]
     pub(super) fn head_offset(&self) -> usize {
         usize::from(self.page.u16(HEAD_OFFSET))
@@ -222,15 +245,7 @@ impl<'a> Node<'a> {
         let head_offset = self.head_offset();
         let head = key_head(key, head_offset);
         let known = head_offset + HEAD_LEN;
-        let (mut low, mut high) = self.hinted_range(head, count);
-        // The binary search's first probes fall in different cache lines of the range, each
-        // load waiting for the one before (its address follows the last comparison): load
-        // the range's slots at once, up to 512 bytes (hints keep it about a seventeenth of
-        // the node).
-        if high - low > 64 / SLOT_SIZE {
-            self.page
-                .prefetch(self.slot(low), ((high - low) * SLOT_SIZE).min(512));
-        }
+        let (mut low, mut high) = self.search_range(head, count);
         let mut found = false;
         while low < high {
             let middle = low + (high - low) / 2;
