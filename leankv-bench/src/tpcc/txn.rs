@@ -80,6 +80,9 @@ pub enum Outcome {
 /// An item id that no item has: New-Order's rollback trigger.
 const UNUSED_ITEM: u32 = ITEMS + 1;
 
+/// Stock rows Stock-Level reads with one call (it reads up to 200).
+const STOCK_LEVEL_READS: usize = 32;
+
 /// Reads the row under `key` (which must exist) and decodes it.
 fn read<R: Row>(
     engine: &dyn Operations,
@@ -245,13 +248,24 @@ impl<'a> Worker<'a> {
             let quantity = self.random.uniform(1, 10);
             *line = (item, supply, quantity);
         }
-        let mut prices = [0; 15];
-        for (&(item, _, _), price) in lines.iter().zip(&mut prices) {
-            if !engine.get(ITEM, &item_key(item), &mut self.buffer)? {
-                return Ok(Outcome::RolledBack);
-            }
-            let item = Item::decode(&self.buffer).ok_or_else(|| anyhow!("bad item row"))?;
-            *price = item.price;
+        // The items are independent reads, read with one call as Stock-Level's stock rows.
+        let item_keys: [Key; 15] =
+            std::array::from_fn(|i| item_key(lines.get(i).map_or(0, |l| l.0)));
+        let mut keys = [&[][..]; 15];
+        for (slice, key) in keys.iter_mut().zip(&item_keys[..lines.len()]) {
+            *slice = key;
+        }
+        let (mut prices, mut malformed) = ([0; 15], false);
+        let mut price = |index: usize, row: &[u8]| match Item::decode(row) {
+            Some(item) => prices[index] = item.price,
+            None => malformed = true,
+        };
+        let found = engine.get_many(ITEM, &keys[..lines.len()], &mut price)?;
+        if malformed {
+            bail!("bad item row");
+        }
+        if found < lines.len() {
+            return Ok(Outcome::RolledBack);
         }
         let warehouse: Warehouse = read(engine, WAREHOUSE, &warehouse_key(w), &mut self.buffer)?;
         let (district_tax, o) = update(
@@ -543,11 +557,25 @@ impl<'a> Worker<'a> {
         )?;
         items.sort_unstable();
         items.dedup();
-        let mut low = 0;
-        for &item in items.iter() {
-            let key = stock_key(w, item);
-            let quantity = read_fields(engine, STOCK, &key, &mut self.buffer, Stock::quantity_in)?;
-            low += usize::from(quantity < threshold);
+        self.keys.clear();
+        self.keys
+            .extend(items.iter().map(|&item| stock_key(w, item)));
+        // The stock rows are independent reads: a read of many keys lets an engine overlap
+        // their misses (leankv: `Tree::get_many_with`; others read them one by one).
+        let (mut low, mut malformed) = (0, false);
+        for chunk in self.keys.chunks(STOCK_LEVEL_READS) {
+            let mut keys = [&[][..]; STOCK_LEVEL_READS];
+            for (slice, key) in keys.iter_mut().zip(chunk) {
+                *slice = key;
+            }
+            let mut count_low = |_, row: &[u8]| match Stock::quantity_in(row) {
+                Some(quantity) => low += usize::from(quantity < threshold),
+                None => malformed = true,
+            };
+            let found = engine.get_many(STOCK, &keys[..chunk.len()], &mut count_low)?;
+            if found < chunk.len() || malformed {
+                bail!("a stock row of warehouse {w} is missing or has a bad size");
+            }
         }
         Ok(low)
     }
