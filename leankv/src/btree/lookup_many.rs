@@ -48,18 +48,14 @@ impl<P: Policy> BTree<P> {
             let (group, answers) = (&group[..len], &mut answers[..len]);
             self.lookup_group(keys, group, buffer, answers)?;
             for (&index, answer) in group.iter().zip(answers.iter()) {
-                let outcome = match *answer {
-                    Answer::Value(ref range) => Ok(Some(range.clone())),
-                    Answer::Absent => Ok(None),
-                    Answer::ReadAhead(target) => Err(target),
-                    Answer::Alone => continue,
-                };
-                match outcome {
-                    Ok(range) => found(index, range.map(|range| &buffer[range])),
-                    Err(target) => {
+                match answer {
+                    Answer::Value(range) => found(index, Some(&buffer[range.clone()])),
+                    Answer::Absent => found(index, None),
+                    Answer::ReadAhead(target) => {
                         missing.push(index);
-                        targets.push(target);
+                        targets.push(*target);
                     }
+                    Answer::Alone => {}
                 }
             }
             // Keys the group could not answer, one at a time (the values above are used).
@@ -181,6 +177,9 @@ impl<P: Policy> BTree<P> {
                         *answer = settled;
                     }
                     return Step::Done;
+                }
+                if usize::from(level) > MAX_DEPTH {
+                    return Step::Done; // corruption: the lone lookup reports it
                 }
                 let index = node.search(key, Bound::AtLeast);
                 let offset = node.child_offset(index);
