@@ -83,6 +83,12 @@ const UNUSED_ITEM: u32 = ITEMS + 1;
 /// Stock rows Stock-Level reads with one call (it reads up to 200).
 const STOCK_LEVEL_READS: usize = 32;
 
+/// The first `N` of `keys` as slices (empty ones past the end), for a read of many keys
+/// without allocating.
+fn key_slices<const N: usize>(keys: &[Key]) -> [&[u8]; N] {
+    std::array::from_fn(|i| keys.get(i).map_or(&[][..], |key| &key[..]))
+}
+
 /// Reads the row under `key` (which must exist) and decodes it.
 fn read<R: Row>(
     engine: &dyn Operations,
@@ -251,10 +257,7 @@ impl<'a> Worker<'a> {
         // The items are independent reads, read with one call as Stock-Level's stock rows.
         let item_keys: [Key; 15] =
             std::array::from_fn(|i| item_key(lines.get(i).map_or(0, |l| l.0)));
-        let mut keys = [&[][..]; 15];
-        for (slice, key) in keys.iter_mut().zip(&item_keys[..lines.len()]) {
-            *slice = key;
-        }
+        let keys: [&[u8]; 15] = key_slices(&item_keys);
         let (mut prices, mut malformed) = ([0; 15], false);
         let mut price = |index: usize, row: &[u8]| match Item::decode(row) {
             Some(item) => prices[index] = item.price,
@@ -564,10 +567,7 @@ impl<'a> Worker<'a> {
         // their misses (leankv: `Tree::get_many_with`; others read them one by one).
         let (mut low, mut malformed) = (0, false);
         for chunk in self.keys.chunks(STOCK_LEVEL_READS) {
-            let mut keys = [&[][..]; STOCK_LEVEL_READS];
-            for (slice, key) in keys.iter_mut().zip(chunk) {
-                *slice = key;
-            }
+            let keys: [&[u8]; STOCK_LEVEL_READS] = key_slices(chunk);
             let mut count_low = |_, row: &[u8]| match Stock::quantity_in(row) {
                 Some(quantity) => low += usize::from(quantity < threshold),
                 None => malformed = true,

@@ -245,6 +245,7 @@ impl<P: Policy> BTree<P> {
             // Whether the key holds a large value (`buffer` then holds its reference).
             let large = self.bm.run(|mode| {
                 self.read_leaf(key, Bound::AtLeast, mode, |leaf| {
+                    buffer.clear();
                     copy_value(leaf, key, buffer)
                 })
             })?;
@@ -301,10 +302,9 @@ impl<P: Policy> BTree<P> {
     }
 }
 
-/// Copies the value of `key` in `leaf` into `buffer`: `None` if absent, else whether it is a
+/// Appends the value of `key` in `leaf` to `buffer`: `None` if absent, else whether it is a
 /// large value's reference.
 pub(super) fn copy_value(leaf: Node<'_>, key: &[u8], buffer: &mut Vec<u8>) -> Option<bool> {
-    buffer.clear();
     match leaf.lower_bound(key) {
         (index, true) => {
             buffer.extend_from_slice(leaf.value(index));

@@ -98,12 +98,11 @@ impl<P: Policy> BTree<P> {
         self.bm.run(|mode| {
             buffer.clear();
             answers.fill(Answer::Alone);
+            if mode != LatchMode::Optimistic || self.check_live().is_err() {
+                return Ok(());
+            }
             let root = self.root();
-            let version = match (mode, self.check_live()) {
-                (LatchMode::Optimistic, Ok(())) => self.bm.frame(root).latch.optimistic(),
-                _ => return Ok(()),
-            };
-            let Ok(version) = version else {
+            let Ok(version) = self.bm.frame(root).latch.optimistic() else {
                 return Ok(());
             };
             for step in &mut steps[..group.len()] {
@@ -165,13 +164,10 @@ impl<P: Policy> BTree<P> {
                 let level = node.level();
                 if level == 0 {
                     let start = buffer.len();
-                    let settled = match node.lower_bound(key) {
-                        (index, true) if node.is_blob(index) => Answer::Alone,
-                        (index, true) => {
-                            buffer.extend_from_slice(node.value(index));
-                            Answer::Value(start..buffer.len())
-                        }
-                        (_, false) => Answer::Absent,
+                    let settled = match copy_value(node, key, buffer) {
+                        None => Answer::Absent,
+                        Some(false) => Answer::Value(start..buffer.len()),
+                        Some(true) => Answer::Alone, // a large value's reference
                     };
                     if self.bm.frame(frame).latch.validate(version).is_ok() {
                         *answer = settled;
@@ -224,6 +220,7 @@ impl<P: Policy> BTree<P> {
     ) -> Result<std::result::Result<bool, ReadAhead>> {
         let large = self.bm.run(|mode| {
             match self.read_leaf(key, Bound::AtLeast, mode, |leaf| {
+                buffer.clear();
                 copy_value(leaf, key, buffer)
             }) {
                 Ok(large) => Ok(Ok(large)),

@@ -273,7 +273,7 @@ impl<P: Policy> BufferManager<P> {
     /// cache, for a reader that will come back to it after other work.
     #[inline]
     pub(crate) fn load_into_cache(&self, id: FrameId, len: usize) {
-        self.pool.prefetch(id, len);
+        self.pool.load_into_cache(id, len);
     }
 
     pub(crate) fn page_mut<'a>(

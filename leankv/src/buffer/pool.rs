@@ -237,7 +237,7 @@ impl Pool {
     /// Starts loading frame `id`'s header line (its latch) and the first `len` bytes of its
     /// page into the cache (a hint: an out-of-range id does nothing).
     #[inline]
-    pub(crate) fn prefetch(&self, id: FrameId, len: usize) {
+    pub(crate) fn load_into_cache(&self, id: FrameId, len: usize) {
         if id < self.frames {
             prefetch_for_read(self.page_ptr(id).wrapping_sub(FRAME_HEADER_AREA), 64);
             prefetch_for_read(self.page_ptr(id), len.min(self.page_size));
