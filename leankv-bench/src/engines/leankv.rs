@@ -270,6 +270,15 @@ impl<P: Policy> Operations for Transaction<'_, '_, P> {
         self.engine.get(table, key, value)
     }
 
+    fn get_many(
+        &self,
+        table: Table,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize> {
+        self.engine.get_many(table, keys, found)
+    }
+
     fn natural_read(
         &self,
         table: Table,
@@ -353,6 +362,37 @@ mod tests {
         // Immediate waits for a sync per single put (one thread: no group to share it with).
         assert!(syncs_by_level[2] >= 50, "{syncs_by_level:?}");
         assert!(syncs_by_level[1] < syncs_by_level[2], "{syncs_by_level:?}");
+    }
+
+    #[test]
+    fn reads_inside_a_transaction_see_its_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(
+            EngineKind::Leankv,
+            dir.path(),
+            &setup(DurabilityLevel::Eventual),
+        )
+        .unwrap();
+        engine.put(0, b"kept", b"before").unwrap();
+        engine
+            .transaction(&mut |txn| {
+                txn.put(0, b"new", b"written")?;
+                assert!(txn.update(0, b"kept", &mut |value| value.copy_from_slice(b"after!"))?);
+                let mut value = Vec::new();
+                assert!(txn.get(0, b"new", &mut value)? && value == b"written");
+                let mut read = vec![None; 3];
+                let keys: [&[u8]; 3] = [b"kept", b"absent", b"new"];
+                let found = txn.get_many(0, &keys, &mut |index, value| {
+                    read[index] = Some(value.to_vec());
+                })?;
+                assert_eq!(found, 2);
+                assert_eq!(
+                    read,
+                    [Some(b"after!".to_vec()), None, Some(b"written".to_vec())]
+                );
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]
