@@ -1,6 +1,9 @@
 //! The checkpoint thread: runs a checkpoint (`DbShared::checkpoint`) whenever the log has grown
 //! by the checkpoint interval since the last one began, so that recovery replays a bounded
-//! amount of log and the log files stay bounded, without stopping writers.
+//! amount of log and the log files stay bounded, without stopping writers. It sleeps until the
+//! log's writer finds a checkpoint due (`Log::checkpoint_due`), so an idle database's thread
+//! does not wake, and a busy one's does not take a core from the workers every few
+//! milliseconds to look.
 //!
 //! Writers wait for it when the log runs four intervals ahead, so it must never leave them
 //! waiting for nothing: a failed checkpoint is recorded in the log (writers that would wait get
@@ -9,52 +12,71 @@
 
 use crate::buffer::policy::Policy;
 use crate::shared::DbShared;
+use crate::sync::Event;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often the thread looks at the log's growth.
-const POLL: Duration = Duration::from_millis(5);
+/// How long the thread sleeps at most without a reason to wake: a bound, so that a missed
+/// reason costs this much delay, never a checkpoint.
+const RECHECK: Duration = Duration::from_secs(1);
+/// How long it waits before retrying a checkpoint that failed.
+const RETRY: Duration = Duration::from_millis(100);
 
 pub(crate) struct Checkpointer {
     stop: Arc<AtomicBool>,
+    due: Arc<Event>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Checkpointer {
+    /// Starts the thread for `db`, which has a log.
     pub(crate) fn start<P: Policy>(db: &Arc<DbShared<P>>) -> std::io::Result<Checkpointer> {
         let stop = Arc::new(AtomicBool::new(false));
+        let due = db.bm.log().expect("a log").checkpoint_due();
         let db: Weak<DbShared<P>> = Arc::downgrade(db);
-        let stopped = stop.clone();
+        let (stopped, thread_due) = (stop.clone(), due.clone());
         let thread = std::thread::Builder::new()
             .name("leankv-checkpoint".into())
-            .spawn(move || {
-                while !stopped.load(Ordering::Acquire) {
-                    std::thread::sleep(POLL);
-                    let Some(db) = db.upgrade() else { return };
-                    let Some(log) = db.bm.log().filter(|log| log.wants_checkpoint()) else {
-                        continue;
-                    };
-                    match catch_unwind(AssertUnwindSafe(|| db.checkpoint(true, true))) {
-                        Ok(Ok(())) => {}
-                        Ok(Err(error)) => {
-                            log.checkpoint_failed(error.to_string());
-                            std::thread::sleep(POLL * 20);
-                        }
-                        Err(panic) => {
-                            let what = panic_message(panic.as_ref());
-                            log.fail(format!("the checkpoint thread panicked: {what}"));
-                            return;
-                        }
-                    }
-                }
-            })?;
+            .spawn(move || run(&db, &stopped, &thread_due))?;
         Ok(Checkpointer {
             stop,
+            due,
             thread: Some(thread),
         })
+    }
+}
+
+fn run<P: Policy>(db: &Weak<DbShared<P>>, stopped: &AtomicBool, due: &Event) {
+    loop {
+        // Read before looking (at `stopped` too: `Drop` stores it before it notifies), so
+        // that an occurrence after the look is not missed.
+        let seen = due.count();
+        if stopped.load(Ordering::Acquire) {
+            return;
+        }
+        {
+            // Not kept while asleep: the database closes without waiting for this thread.
+            let Some(db) = db.upgrade() else { return };
+            let Some(log) = db.bm.log().filter(|log| log.wants_checkpoint()) else {
+                drop(db);
+                due.wait_past(seen, RECHECK);
+                continue;
+            };
+            match catch_unwind(AssertUnwindSafe(|| db.checkpoint(true, true))) {
+                // Looks again at once: the log may have grown by another interval meanwhile.
+                Ok(Ok(())) => continue,
+                Ok(Err(error)) => log.checkpoint_failed(error.to_string()),
+                Err(panic) => {
+                    let what = panic_message(panic.as_ref());
+                    log.fail(format!("the checkpoint thread panicked: {what}"));
+                    return;
+                }
+            }
+        }
+        std::thread::sleep(RETRY);
     }
 }
 
@@ -70,6 +92,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 impl Drop for Checkpointer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        self.due.notify();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

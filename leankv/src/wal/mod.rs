@@ -73,6 +73,7 @@ use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::key_count::KeyStripe;
 use crate::sync::append_ring::{AppendRing, RingControl};
+use crate::sync::Event;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -199,6 +200,8 @@ struct Inner {
     work: Condvar,
     /// Wakes threads waiting for durability, for a checkpoint or for a free chunk.
     progress: Condvar,
+    /// Occurs when the writer finds a checkpoint due (see [`Log::checkpoint_due`]).
+    checkpoint_due: Arc<Event>,
     durable: AtomicU64,
     /// Set while an `Eventual` sync is due (`State::eventual_deadline` is set).
     sync_armed: AtomicBool,
@@ -263,6 +266,7 @@ impl Log {
             }),
             work: Condvar::new(),
             progress: Condvar::new(),
+            checkpoint_due: Arc::default(),
             durable: AtomicU64::new(end.lsn),
             sync_armed: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -496,11 +500,14 @@ impl Log {
 
     /// Whether enough log was written since the last checkpoint began to start another.
     pub(crate) fn wants_checkpoint(&self) -> bool {
-        // The mutex held throughout: a checkpoint beginning between reading the end and the
-        // threshold would put the threshold past the end read.
-        let state = self.inner.state.lock();
-        let end = self.inner.end(&state);
-        end - self.inner.redo_ptr.load(Ordering::Acquire) >= self.inner.config.checkpoint_bytes
+        self.inner.wants_checkpoint(&self.inner.state.lock())
+    }
+
+    /// What the checkpoint thread sleeps on: an occurrence each time the writer, after writing
+    /// (at least every [`WRITE_AHEAD_BYTES`] of log), finds a checkpoint due. Nothing else
+    /// makes the log grow, so an idle database's checkpoint thread never wakes.
+    pub(crate) fn checkpoint_due(&self) -> Arc<Event> {
+        self.inner.checkpoint_due.clone()
     }
 
     /// Waits (before a write latches anything) while the log is far beyond its checkpoint
@@ -605,6 +612,14 @@ impl Inner {
 
     /// Whether writes must wait in `admit`: the log is more than four checkpoint intervals
     /// beyond the last completed checkpoint, or the log buffer is full.
+    /// See [`Log::wants_checkpoint`]; the mutex held as `state` throughout: a checkpoint
+    /// beginning between reading the end and the threshold would put the threshold past the
+    /// end read.
+    fn wants_checkpoint(&self, state: &State) -> bool {
+        let end = self.end(state);
+        end - self.redo_ptr.load(Ordering::Acquire) >= self.config.checkpoint_bytes
+    }
+
     fn must_wait(&self, state: &State) -> bool {
         state.end.saturating_sub(state.checkpoint.lsn) > 4 * self.config.checkpoint_bytes
             || self.buffer_full(state)

@@ -245,6 +245,9 @@ impl Inner {
                 Ok(()) => {}
                 Err(error) => self.fail(&mut state, error.to_string()),
             }
+            if self.wants_checkpoint(&state) {
+                self.checkpoint_due.notify();
+            }
             self.progress.notify_all();
         }
     }
