@@ -75,8 +75,9 @@ impl<P: Policy> BufferManager<P> {
     /// ready (an eighth of the pool at most), topped up once half of it is used. The background
     /// writer calls it at every wake, so the kernel's zeroing runs there, not in the thread that
     /// needs the frame. Once the kernel refuses (no such advice, or memory short), it stops for
-    /// good: populating ahead is worth no memory pressure.
-    pub(crate) fn populate_ahead(&self, state: &mut PopulateAhead) {
+    /// good: populating ahead is worth no memory pressure. Returns whether the pool grew since
+    /// the last call (there may be more to do soon).
+    pub(crate) fn populate_ahead(&self, state: &mut PopulateAhead) -> bool {
         let frames = self.frame_count();
         let ahead = (POPULATE_AHEAD.min(self.pool.mapping_len() / 8) / self.pool.stride()) as u32;
         let fresh = self.fresh.load(Ordering::Acquire);
@@ -86,7 +87,7 @@ impl<P: Policy> BufferManager<P> {
         // at all, where batches gained 9% (the madvise holds the process's memory map shared
         // for its length: a few ms per batch).
         if !grew || state.populated >= frames || state.populated.saturating_sub(fresh) > ahead / 2 {
-            return;
+            return grew;
         }
         let end = fresh.saturating_add(ahead).min(frames);
         match self.pool.populate(state.populated.max(fresh)..end) {
@@ -94,6 +95,7 @@ impl<P: Policy> BufferManager<P> {
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => state.populated = frames,
         }
+        true
     }
 
     pub(super) fn pop_free_frame(&self) -> Option<FrameId> {

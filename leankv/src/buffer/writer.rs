@@ -4,7 +4,9 @@
 //! It holds only a weak reference to the buffer manager and stops when told to (on close) or
 //! when the manager is gone. Write errors are left for eviction to meet and report: the page
 //! simply stays dirty. At each wake it also populates the memory of the frames to be used next
-//! ([`BufferManager::populate_ahead`]).
+//! ([`BufferManager::populate_ahead`]). While its rounds find nothing to do, it sleeps twice as
+//! long each time, up to [`LONGEST_SLEEP`]: an idle database's writer wakes a few times a
+//! second, not a hundred.
 
 use super::policy::Policy;
 use super::BufferManager;
@@ -15,8 +17,11 @@ use std::time::Duration;
 
 /// Cooling frames examined (and written if dirty) per step of a round.
 const FRAMES_PER_STEP: usize = 64;
-/// How long the writer sleeps when nobody wakes it.
+/// How long the writer sleeps when nobody wakes it, after a round that found work.
 const IDLE_INTERVAL: Duration = Duration::from_millis(10);
+/// How long it sleeps at most, after rounds that found none (eviction that meets dirty pages
+/// wakes it at once).
+const LONGEST_SLEEP: Duration = Duration::from_millis(640);
 
 #[derive(Default)]
 struct Signal {
@@ -76,11 +81,12 @@ fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
     let mut cooled = 0;
     // How far populating the pool ahead of its use got (from the first wake on).
     let mut populate = None;
+    let mut sleep = IDLE_INTERVAL;
     loop {
         let woken = {
             let mut state = signal.state.lock();
             if !state.woken && !state.stop {
-                signal.changed.wait_for(&mut state, IDLE_INTERVAL);
+                signal.changed.wait_for(&mut state, sleep);
             }
             if state.stop {
                 return;
@@ -91,11 +97,13 @@ fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
             return;
         };
         let populate = populate.get_or_insert_with(|| manager.populate_from_here());
-        manager.populate_ahead(populate);
+        let grew = manager.populate_ahead(populate);
         // Skip a round while no dirty page has cooled since the last, unless eviction met
         // dirty pages: a read-only workload beyond memory then pays nothing for the writer.
         let now = manager.dirty_pages_cooled();
-        if !woken && now == cooled {
+        let idle = !woken && now == cooled;
+        sleep = next_sleep(sleep, idle && !grew);
+        if idle {
             continue;
         }
         cooled = now;
@@ -104,5 +112,31 @@ fn run<P: Policy>(manager: Weak<BufferManager<P>>, signal: &Signal) {
                 return;
             }
         }
+    }
+}
+
+/// How long to sleep after sleeping `sleep`, once a round found nothing to do or something.
+fn next_sleep(sleep: Duration, found_nothing: bool) -> Duration {
+    if found_nothing {
+        (sleep * 2).min(LONGEST_SLEEP)
+    } else {
+        IDLE_INTERVAL
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_grow_while_rounds_find_nothing_and_shrink_at_once_when_one_does() {
+        let mut sleep = IDLE_INTERVAL;
+        let mut sleeps = Vec::new();
+        for _ in 0..8 {
+            sleep = next_sleep(sleep, true);
+            sleeps.push(sleep.as_millis());
+        }
+        assert_eq!(sleeps, [20, 40, 80, 160, 320, 640, 640, 640]);
+        assert_eq!(next_sleep(sleep, false), IDLE_INTERVAL);
     }
 }
