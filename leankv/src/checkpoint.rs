@@ -32,10 +32,14 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts the thread for `db`, which has a log.
-    pub(crate) fn start<P: Policy>(db: &Arc<DbShared<P>>) -> std::io::Result<Checkpointer> {
+    /// Starts the thread for `db`, sleeping on `due` (its log's [`Log::checkpoint_due`]).
+    ///
+    /// [`Log::checkpoint_due`]: crate::wal::Log::checkpoint_due
+    pub(crate) fn start<P: Policy>(
+        db: &Arc<DbShared<P>>,
+        due: Arc<Event>,
+    ) -> std::io::Result<Checkpointer> {
         let stop = Arc::new(AtomicBool::new(false));
-        let due = db.bm.log().expect("a log").checkpoint_due();
         let db: Weak<DbShared<P>> = Arc::downgrade(db);
         let (stopped, thread_due) = (stop.clone(), due.clone());
         let thread = std::thread::Builder::new()

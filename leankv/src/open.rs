@@ -245,9 +245,9 @@ pub(crate) fn open<P: Policy>(
         // Marks the file open (and, when new, writes it whole; with the log, the first
         // checkpoint of this life): a crash from here on is seen at the next open.
         shared.flush()?;
-        if shared.bm.log().is_some() {
+        if let Some(log) = shared.bm.log() {
             *shared.checkpointer.lock() = Some(
-                Checkpointer::start(&shared)
+                Checkpointer::start(&shared, log.checkpoint_due())
                     .map_err(|e| Error::io("starting the checkpoint thread", e))?,
             );
         }

@@ -610,8 +610,6 @@ impl Inner {
         self.progress.notify_all();
     }
 
-    /// Whether writes must wait in `admit`: the log is more than four checkpoint intervals
-    /// beyond the last completed checkpoint, or the log buffer is full.
     /// See [`Log::wants_checkpoint`]; the mutex held as `state` throughout: a checkpoint
     /// beginning between reading the end and the threshold would put the threshold past the
     /// end read.
@@ -620,6 +618,8 @@ impl Inner {
         end - self.redo_ptr.load(Ordering::Acquire) >= self.config.checkpoint_bytes
     }
 
+    /// Whether writes must wait in `admit`: the log is more than four checkpoint intervals
+    /// beyond the last completed checkpoint, or the log buffer is full.
     fn must_wait(&self, state: &State) -> bool {
         state.end.saturating_sub(state.checkpoint.lsn) > 4 * self.config.checkpoint_bytes
             || self.buffer_full(state)
