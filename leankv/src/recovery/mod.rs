@@ -153,7 +153,11 @@ impl BatchOutcomes {
         match outline {
             Outline::Change { batch } if batch != 0 => _ = self.changed.insert(batch),
             Outline::Commit { batch } => _ = self.committed.insert(batch),
-            _ => {}
+            Outline::CommittedChange { batch } => {
+                self.changed.insert(batch);
+                self.committed.insert(batch);
+            }
+            Outline::Change { .. } | Outline::Checkpoint | Outline::Other => {}
         }
     }
 

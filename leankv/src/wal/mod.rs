@@ -301,10 +301,12 @@ impl Log {
             .append_locked(&mut state, Appender::Thread, write)
     }
 
-    /// Appends batch `batch`'s commit record, after its staged records, without the log's
-    /// mutex; returns its end LSN.
+    /// Appends batch `batch`'s commit record, after its staged records (in their group if
+    /// some are staged still), without the log's mutex; returns its end LSN.
     pub(crate) fn commit(&self, batch: u64) -> u64 {
-        self.publish_held();
+        if let Some(end) = self.publish_held_with_commit(batch) {
+            return end;
+        }
         ENCODING.with(|encoding| {
             let Encoding { frame, scratch } = &mut *encoding.borrow_mut();
             frame.clear();

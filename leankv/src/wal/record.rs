@@ -31,17 +31,23 @@
 //! * `RangeStep`: a structural record of a range removal: the images and freed ids as in
 //!   `Structure`, preceded by the removal's id, tree, the keys the freed leaves held, where the
 //!   step started and the key it reached (its leaves removed everything up to it);
-//! * `Group`: leaf records of one batch that its thread staged and published together (see
-//!   `staging` and `group`): `[batch varint]`, then per record `[kind u8][payload length
-//!   u32][payload]`, each payload a `Put`, `Remove` or `Patch` of that batch. One frame and one
-//!   checksum for them all; each record ends, for recovery, where the group's frame does;
+//! * `PackedGroup`: leaf records of one batch that its thread staged and published together
+//!   (see `staging` and `group`): `[flags u8: bit 0 the group commits its batch][batch
+//!   varint]`, then per record `[kind u8][payload]`, each payload a `Put`, `Remove` or `Patch`
+//!   without its batch (the group's) and without a length (a leaf payload delimits itself).
+//!   One frame and one checksum for them all; each record ends, for recovery, where the
+//!   group's frame does, and a committing group is followed by its batch's `Commit` there;
+//! * `Group`: the same as written before `PackedGroup` (decoded, never written): `[batch
+//!   varint]`, then per record `[kind u8][payload length u32][payload]`, payloads with the
+//!   batch;
 //! * `Commit`: a batch (or a range removal) is complete;
 //! * `SyncMark`: written with every write of the log, how far the log was durable before it,
 //!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
 //!
 //! Leaf payload: `[flags u8: bit 0 image follows, bits 1-2 before tag (0 unrecorded, 1
 //! absent, 2 value), bit 3 (puts) the key was absent, bit 4 (puts) the value is a
-//! large-value reference, bit 5 the value before is one][page id][tree][batch][key len][key]`, then for `Put` `[value len][value]`,
+//! large-value reference, bit 5 the value before is one][page id][tree][batch (not in a packed
+//! group)][key len][key]`, then for `Put` `[value len][value]`,
 //! for `Patch` `[value len][range count]` and per range `[gap from the previous range's
 //! end][len][bytes]` and, in a batch (before tag 3), the range's old bytes; then the before
 //! value (`[len][bytes]`) if tagged 2, then the image.
@@ -77,6 +83,10 @@ pub(super) const KIND_SPLIT: u8 = 9;
 pub(super) const KIND_RANGE_REMOVAL: u8 = 10;
 pub(super) const KIND_RANGE_STEP: u8 = 11;
 pub(super) const KIND_GROUP: u8 = 12;
+pub(super) const KIND_PACKED_GROUP: u8 = 13;
+
+/// A packed group's flag: the group commits its batch (no `Commit` frame follows).
+pub(super) const GROUP_COMMITS: u8 = 1;
 
 pub(super) const BOUND_UNBOUNDED: u8 = 0;
 pub(super) const BOUND_INCLUDED: u8 = 1;
@@ -485,6 +495,34 @@ pub(crate) fn leaf_payload(
     change: LeafChange<'_>,
     image: Option<(usize, &mut FillImage<'_>)>,
 ) {
+    encode_leaf(out, scratch, change, image, BatchField::Written);
+}
+
+/// Appends the payload of a leaf record of a packed group, which names the batch once for
+/// all of its records (see the module notes).
+pub(super) fn leaf_payload_in_group(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    change: LeafChange<'_>,
+    image: Option<(usize, &mut FillImage<'_>)>,
+) {
+    encode_leaf(out, scratch, change, image, BatchField::InGroup);
+}
+
+/// Whether a leaf payload holds its batch id.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BatchField {
+    Written,
+    InGroup,
+}
+
+fn encode_leaf(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    change: LeafChange<'_>,
+    image: Option<(usize, &mut FillImage<'_>)>,
+    batch_field: BatchField,
+) {
     let LeafChange {
         page_id,
         tree,
@@ -519,7 +557,9 @@ pub(crate) fn leaf_payload(
     );
     varint(out, page_id);
     varint(out, tree);
-    varint(out, batch);
+    if batch_field == BatchField::Written {
+        varint(out, batch);
+    }
     match op {
         LeafOp::Put { key, value, .. } => {
             bytes(out, key);

@@ -16,7 +16,7 @@
 //! Publishing appends a slot's records to the log as one frame, a group (see `group`), stamped
 //! with its position. Each page's records must reach the log in the order of its changes, and
 //! the WAL rule must hold, so a slot is published:
-//! * at its batch's commit, with the commit record, or when its buffer grows past
+//! * at its batch's commit, carrying the commit (one frame), or when its buffer grows past
 //!   [`STAGING_LIMIT`] (long batches; also when the batch ends in any other way);
 //! * before its thread appends any other record (the thread's own order);
 //! * before another thread logs a change to a page the slot marked and has not published
@@ -176,6 +176,22 @@ impl Log {
         self.inner.publish(slot, &mut staging);
     }
 
+    /// At batch `batch`'s commit: publishes what this thread's slot holds of it with the
+    /// commit, as one frame; returns its end LSN. `None` if nothing of the batch is staged
+    /// (the commit then needs a record of its own).
+    pub(super) fn publish_held_with_commit(&self, batch: u64) -> Option<u64> {
+        let index = self.held()?;
+        let slot = &self.inner.slots.slots[usize::from(index)];
+        let mut staging = slot.staging.lock();
+        if staging.len == 0 || group::batch_of(&staging.bytes) != batch {
+            // Published already, or staged by another batch (a range removal committing by
+            // its own id inside a transaction): that one's records still come first.
+            self.inner.publish(slot, &mut staging);
+            return None;
+        }
+        Some(self.inner.publish_group(slot, &mut staging, true))
+    }
+
     /// Stages a leaf record of this thread's batch if it holds a slot (see
     /// [`Log::append_leaf`]); `None` if it holds none.
     pub(super) fn stage_leaf(
@@ -273,12 +289,18 @@ impl Inner {
     /// and completes the slot's next publication; with nothing staged, appends nothing. The
     /// group is sealed (its checksum computed) before its place is reserved.
     fn publish(&self, slot: &Slot, staging: &mut Staging) {
-        if staging.len == 0 {
-            return;
+        if staging.len != 0 {
+            self.publish_group(slot, staging, false);
         }
+    }
+
+    /// Publishes the group staged in `slot` (not empty); `commits`: with its batch's commit.
+    /// Returns the group's end LSN.
+    fn publish_group(&self, slot: &Slot, staging: &mut Staging, commits: bool) -> u64 {
+        debug_assert_ne!(staging.len, 0);
         let Staging { bytes, len, .. } = &mut *staging;
         bytes.truncate(*len);
-        group::seal(bytes);
+        group::seal(bytes, commits);
         // Its records' image decisions hold: no checkpoint began while the batch was open.
         let end = self
             .append_frames(bytes, None, || {})
@@ -288,5 +310,6 @@ impl Inner {
         let publication = slot.published.load(Ordering::Relaxed) + 1;
         staging.ends[(publication % RECENT) as usize] = end;
         slot.published.store(publication, Ordering::Release);
+        end
     }
 }

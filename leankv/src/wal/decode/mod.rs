@@ -16,6 +16,10 @@ pub(crate) enum Outline {
     Change {
         batch: u64,
     },
+    /// Leaf changes of the batch and its commit (a committing group).
+    CommittedChange {
+        batch: u64,
+    },
     /// The batch (or range removal) committed.
     Commit {
         batch: u64,
@@ -113,6 +117,15 @@ impl FrameHeader {
             KIND_GROUP => Outline::Change {
                 batch: reader.varint()?,
             },
+            KIND_PACKED_GROUP => {
+                let flags = reader.u8()?;
+                let batch = reader.varint()?;
+                if flags & GROUP_COMMITS != 0 {
+                    Outline::CommittedChange { batch }
+                } else {
+                    Outline::Change { batch }
+                }
+            }
             KIND_COMMIT => Outline::Commit {
                 batch: reader.u64()?,
             },
@@ -124,44 +137,31 @@ impl FrameHeader {
 
     /// Decodes the records of a frame whose checksum holds.
     pub(crate) fn decode_records(&self, payload: &[u8]) -> Result<Records, String> {
-        if self.kind != KIND_GROUP {
+        if !matches!(self.kind, KIND_GROUP | KIND_PACKED_GROUP) {
             return self.decode_payload(payload).map(Records::One);
         }
         if payload.len() > MAX_GROUP_PAYLOAD {
             return Err("a group larger than a slot publishes".into());
         }
-        let mut reader = Reader { bytes: payload };
-        let batch = reader.varint()?;
-        if batch == 0 {
-            return Err("a group of single operations".into());
+        if self.kind == KIND_GROUP {
+            return decode_unpacked_group(payload);
         }
+        let mut reader = Reader { bytes: payload };
+        let flags = reader.u8()?;
+        if flags & !GROUP_COMMITS != 0 {
+            return Err(format!("unknown group flags {flags:#x}"));
+        }
+        let batch = group_batch(&mut reader)?;
         let mut records = Vec::new();
         while !reader.bytes.is_empty() {
-            let kind = reader.u8()?;
-            if !matches!(kind, KIND_PUT | KIND_REMOVE | KIND_PATCH) {
-                return Err(format!("a group holds a record of kind {kind}"));
-            }
-            let len = reader.u32()? as usize;
-            let mut entry = Reader {
-                bytes: reader.take(len)?,
-            };
-            let record = entry.leaf(kind)?;
-            if !entry.bytes.is_empty() {
-                return Err("log record longer than its contents".into());
-            }
-            let of_batch = matches!(
-                &record,
-                Record::Put { batch: of, .. }
-                | Record::Remove { batch: of, .. }
-                | Record::Patch { batch: of, .. } if *of == batch
-            );
-            if !of_batch {
-                return Err("a group holds a record of another batch".into());
-            }
-            records.push(record);
+            let kind = group_entry_kind(&mut reader)?;
+            records.push(reader.leaf(kind, Some(batch))?);
         }
         if records.is_empty() {
             return Err("an empty group".into());
+        }
+        if flags & GROUP_COMMITS != 0 {
+            records.push(Record::Commit { batch });
         }
         Ok(Records::Group(records))
     }
@@ -248,7 +248,7 @@ impl FrameHeader {
                     step,
                 }
             }
-            KIND_PUT | KIND_REMOVE | KIND_PATCH => reader.leaf(self.kind)?,
+            KIND_PUT | KIND_REMOVE | KIND_PATCH => reader.leaf(self.kind, None)?,
             KIND_SPLIT => {
                 let (page_id, left, parent) =
                     (reader.varint()?, reader.varint()?, reader.varint()?);
@@ -275,6 +275,54 @@ impl FrameHeader {
             return Err("log record longer than its contents".into());
         }
         Ok(record)
+    }
+}
+
+/// Decodes a group as written before packed groups (see `record`).
+fn decode_unpacked_group(payload: &[u8]) -> Result<Records, String> {
+    let mut reader = Reader { bytes: payload };
+    let batch = group_batch(&mut reader)?;
+    let mut records = Vec::new();
+    while !reader.bytes.is_empty() {
+        let kind = group_entry_kind(&mut reader)?;
+        let len = reader.u32()? as usize;
+        let mut entry = Reader {
+            bytes: reader.take(len)?,
+        };
+        let record = entry.leaf(kind, None)?;
+        if !entry.bytes.is_empty() {
+            return Err("log record longer than its contents".into());
+        }
+        let of_batch = matches!(
+            &record,
+            Record::Put { batch: of, .. }
+            | Record::Remove { batch: of, .. }
+            | Record::Patch { batch: of, .. } if *of == batch
+        );
+        if !of_batch {
+            return Err("a group holds a record of another batch".into());
+        }
+        records.push(record);
+    }
+    if records.is_empty() {
+        return Err("an empty group".into());
+    }
+    Ok(Records::Group(records))
+}
+
+/// A group's batch (never 0: single operations are not staged).
+fn group_batch(reader: &mut Reader<'_>) -> Result<u64, String> {
+    match reader.varint()? {
+        0 => Err("a group of single operations".into()),
+        batch => Ok(batch),
+    }
+}
+
+/// The kind of a group's next record: a leaf change.
+fn group_entry_kind(reader: &mut Reader<'_>) -> Result<u8, String> {
+    match reader.u8()? {
+        kind @ (KIND_PUT | KIND_REMOVE | KIND_PATCH) => Ok(kind),
+        kind => Err(format!("a group holds a record of kind {kind}")),
     }
 }
 
@@ -375,8 +423,9 @@ impl Reader<'_> {
         })
     }
 
-    /// A leaf record's payload (see the format in `record`).
-    fn leaf(&mut self, kind: u8) -> Result<Record, String> {
+    /// A leaf record's payload (see the format in `record`) of `kind`; `batch`: the batch of
+    /// the packed group it is in (its payload names none).
+    fn leaf(&mut self, kind: u8, batch: Option<u64>) -> Result<Record, String> {
         let flags = self.u8()?;
         let known = FLAG_IMAGE
             | 3 << BEFORE_SHIFT
@@ -388,7 +437,11 @@ impl Reader<'_> {
         if flags & !known != 0 {
             return Err(format!("unknown leaf record flags {flags:#x}"));
         }
-        let (page_id, tree, batch) = (self.varint()?, self.varint()?, self.varint()?);
+        let (page_id, tree) = (self.varint()?, self.varint()?);
+        let batch = match batch {
+            Some(batch) => batch,
+            None => self.varint()?,
+        };
         let key = self.bytes_with_len()?;
         let before_tag = (flags >> BEFORE_SHIFT) & 3;
         let mut value = None;

@@ -324,7 +324,7 @@ fn patches_out_of_their_value_or_without_their_batchs_old_bytes_are_refused() {
         }
         bytes
     };
-    let decode = |bytes: &[u8]| Reader { bytes }.leaf(KIND_PATCH);
+    let decode = |bytes: &[u8]| Reader { bytes }.leaf(KIND_PATCH, None);
     assert!(decode(&payload(0, 0, 2)).is_ok());
     assert!(decode(&payload(BEFORE_RANGES, 7, 2)).is_ok());
     assert!(decode(&payload(0, 0, 3)).is_err());
@@ -343,6 +343,24 @@ fn frame_of(kind: u8, payload: &[u8]) -> (FrameHeader, [u8; FRAME_HEADER]) {
     header[KIND_OFFSET] = kind;
     stamp(&mut header, 4096, 3, crc32c::crc32c(payload));
     (FrameHeader::decode(&header), header)
+}
+
+fn fill_image(page: &mut [u8]) -> (usize, usize) {
+    page.fill(2);
+    page[4..8].fill(0);
+    (4, 4)
+}
+
+/// The header and payload of a sealed group frame, stamped at LSN 4096 in generation 3.
+fn sealed(group: &mut [u8]) -> (FrameHeader, [u8; FRAME_HEADER], Vec<u8>) {
+    assert_eq!(group.len() % FRAME_ALIGN, 0);
+    stamp_frames(group, 4096, 3);
+    let header_bytes: [u8; FRAME_HEADER] = group[..FRAME_HEADER].try_into().unwrap();
+    let header = FrameHeader::decode(&header_bytes);
+    let payload = group[FRAME_HEADER..FRAME_HEADER + header.payload_len].to_vec();
+    assert!(header.checksum_holds(&header_bytes, &payload));
+    assert_eq!(header.frame_len(), group.len());
+    (header, header_bytes, payload)
 }
 
 #[test]
@@ -374,12 +392,8 @@ fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() 
         ),
         change(9, LeafOp::Remove { key: b"c" }, BeforeRef::Value(b"gone")),
     ];
-    let mut fill = |page: &mut [u8]| -> (usize, usize) {
-        page.fill(2);
-        page[4..8].fill(0);
-        (4, 4)
-    };
-    // The same changes as frames of their own, and as one group.
+    let mut fill = fill_image;
+    // The same changes as frames of their own, and as one group (committing or not).
     let (mut frames, mut scratch) = (Vec::new(), Vec::new());
     let mut writer = writer(&mut frames, &mut scratch);
     let mut group = Vec::new();
@@ -392,24 +406,43 @@ fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() 
         let image = image.map(|size| (size, &mut fill as &mut FillImage<'_>));
         crate::wal::group::add(&mut group, &mut Vec::new(), change, image);
     }
+    assert_eq!(crate::wal::group::batch_of(&group), 9);
     let expected: Vec<Record> = decode_all(&frames, 4096)
         .into_iter()
         .map(|(_, r)| r)
         .collect();
-    crate::wal::group::seal(&mut group);
-    assert_eq!(group.len() % FRAME_ALIGN, 0);
-    stamp_frames(&mut group, 4096, 3);
-    let header_bytes: [u8; FRAME_HEADER] = group[..FRAME_HEADER].try_into().unwrap();
-    let header = FrameHeader::decode(&header_bytes);
-    let payload = &group[FRAME_HEADER..FRAME_HEADER + header.payload_len];
-    assert!(header.checksum_holds(&header_bytes, payload));
-    assert_eq!(header.frame_len(), group.len());
+    let mut committing = group.clone();
+    crate::wal::group::seal(&mut group, false);
+    assert!(
+        group.len() + FRAME_HEADER + FRAME_ALIGN <= frames.len(),
+        "a group costs each record one byte: {} against {} as frames",
+        group.len(),
+        frames.len()
+    );
+    let (header, _, payload) = sealed(&mut group);
     assert_eq!(
-        header.decode_outline(payload),
+        header.decode_outline(&payload),
         Ok(Outline::Change { batch: 9 })
     );
-    assert_eq!(header.decode_records(payload), Ok(Records::Group(expected)));
-    for position in [0, 5, 9, 20, 30, group.len() / 2, group.len() - 9] {
+    assert_eq!(
+        header.decode_records(&payload),
+        Ok(Records::Group(expected.clone()))
+    );
+
+    crate::wal::group::seal(&mut committing, true);
+    let (header, _, payload) = sealed(&mut committing);
+    assert_eq!(
+        header.decode_outline(&payload),
+        Ok(Outline::CommittedChange { batch: 9 })
+    );
+    let mut with_commit = expected;
+    with_commit.push(Record::Commit { batch: 9 });
+    assert_eq!(
+        header.decode_records(&payload),
+        Ok(Records::Group(with_commit))
+    );
+
+    for position in [0, 5, 9, 20, 24, 25, 30, group.len() / 2, group.len() - 9] {
         let mut damaged = group.clone();
         damaged[position] ^= 8;
         let header_bytes: [u8; FRAME_HEADER] = damaged[..FRAME_HEADER].try_into().unwrap();
@@ -421,14 +454,69 @@ fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() 
             "flip at {position} missed"
         );
     }
+}
 
-    // Checksummed payloads that are no group: each is refused, none panics.
+/// A leaf payload (a remove of batch `batch`, with its batch id if `with_batch`) and then
+/// `trailing`.
+fn remove_payload(batch: u64, with_batch: bool, trailing: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    let change = change(batch, LeafOp::Remove { key: b"k" }, BeforeRef::Value(b"v"));
+    if with_batch {
+        leaf_payload(&mut payload, &mut Vec::new(), change, None);
+    } else {
+        leaf_payload_in_group(&mut payload, &mut Vec::new(), change, None);
+    }
+    payload.extend_from_slice(trailing);
+    payload
+}
+
+#[test]
+fn checksummed_payloads_that_are_no_packed_group_are_refused() {
+    let entry = |kind: u8, trailing: &[u8]| {
+        let mut out = vec![kind];
+        out.extend_from_slice(&remove_payload(9, false, trailing));
+        out
+    };
+    let group_of = |flags: u8, batch: u64, entries: &[Vec<u8>]| {
+        let mut payload = vec![flags];
+        varint(&mut payload, batch);
+        entries
+            .iter()
+            .for_each(|entry| payload.extend_from_slice(entry));
+        payload
+    };
+    let remove = entry(KIND_REMOVE, &[]);
+    for (payload, why) in [
+        (
+            group_of(0, 0, std::slice::from_ref(&remove)),
+            "single operations",
+        ),
+        (group_of(0, 9, &[]), "empty"),
+        (group_of(GROUP_COMMITS, 9, &[]), "empty"),
+        (group_of(2, 9, std::slice::from_ref(&remove)), "flags"),
+        (group_of(0, 9, &[entry(KIND_COMMIT, &[])]), "of kind"),
+        (group_of(0, 9, &[entry(KIND_PACKED_GROUP, &[])]), "of kind"),
+        // A record's trailing byte reads as the next record's kind.
+        (group_of(0, 9, &[entry(KIND_REMOVE, &[1])]), "of kind"),
+        (group_of(0, 9, &[remove.clone(), vec![KIND_PUT]]), "shorter"),
+        (
+            group_of(0, 9, &[remove[..remove.len() - 1].to_vec()]),
+            "shorter",
+        ),
+        (vec![0; MAX_GROUP_PAYLOAD + 1], "larger"),
+    ] {
+        let (header, _) = frame_of(KIND_PACKED_GROUP, &payload);
+        let error = header.decode_records(&payload).unwrap_err();
+        assert!(error.contains(why), "{why}: {error}");
+    }
+}
+
+/// Groups as written before packed groups: still read (a log written by an earlier version
+/// is recovered), and damage in them refused.
+#[test]
+fn groups_of_earlier_versions_decode_and_malformed_ones_are_refused() {
     let entry = |kind: u8, batch: u64, trailing: &[u8]| {
-        let mut payload = Vec::new();
-        let op = LeafOp::Remove { key: b"k" };
-        let body_change = change(batch, op, BeforeRef::Value(b"v"));
-        leaf_payload(&mut payload, &mut Vec::new(), body_change, None);
-        payload.extend_from_slice(trailing);
+        let payload = remove_payload(batch, true, trailing);
         let mut out = vec![kind];
         out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         out.extend_from_slice(&payload);
@@ -442,6 +530,20 @@ fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() 
             .for_each(|entry| payload.extend_from_slice(entry));
         payload
     };
+    let valid = group_of(9, &[entry(KIND_REMOVE, 9, &[]), entry(KIND_REMOVE, 9, &[])]);
+    let (header, _) = frame_of(KIND_GROUP, &valid);
+    assert_eq!(
+        header.decode_outline(&valid),
+        Ok(Outline::Change { batch: 9 })
+    );
+    let Ok(Records::Group(records)) = header.decode_records(&valid) else {
+        panic!("an earlier version's group decodes");
+    };
+    assert_eq!(records.len(), 2);
+    assert!(records
+        .iter()
+        .all(|record| matches!(record, Record::Remove { batch: 9, key, .. } if key == b"k")));
+
     let mut beyond = entry(KIND_REMOVE, 9, &[]);
     beyond[1..5].copy_from_slice(&u32::MAX.to_le_bytes());
     for (payload, why) in [

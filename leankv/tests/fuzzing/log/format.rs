@@ -18,6 +18,7 @@ pub const KIND_NEW_TREE: u8 = 7;
 pub const KIND_SYNC_MARK: u8 = 8;
 pub const KIND_SPLIT: u8 = 9;
 pub const KIND_GROUP: u8 = 12;
+pub const KIND_PACKED_GROUP: u8 = 13;
 /// Largest page an image may claim.
 const MAX_PAGE: usize = 1 << 16;
 /// The reader reads whole sectors; a partial last sector reads as zeros.
@@ -88,6 +89,7 @@ pub fn frame_at(bytes: &[u8], at: usize) -> Option<Frame> {
                 | KIND_SYNC_MARK
                 | KIND_SPLIT
                 | KIND_GROUP
+                | KIND_PACKED_GROUP
         )
     {
         return None;
@@ -328,7 +330,7 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
                     d.page_ids.push(id);
                 }
             }
-            KIND_PUT | KIND_REMOVE | KIND_PATCH => leaf(&mut cursor, kind, d)?,
+            KIND_PUT | KIND_REMOVE | KIND_PATCH => leaf(&mut cursor, kind, true, d)?,
             KIND_GROUP => {
                 d.batch = Some(cursor.varint("group batch", d)?);
                 while cursor.at < cursor.end {
@@ -343,9 +345,21 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
                     if matches!(kind, KIND_PUT | KIND_REMOVE | KIND_PATCH) {
                         // An entry that does not decode may still hold pairs before its
                         // damage; the next entry starts where its length says.
-                        let _ = leaf(&mut entry, kind, d);
+                        let _ = leaf(&mut entry, kind, true, d);
                     }
                     cursor.at = end;
+                }
+            }
+            KIND_PACKED_GROUP => {
+                cursor.int(1, "group flags", d)?;
+                d.batch = Some(cursor.varint("group batch", d)?);
+                // Entries delimit themselves: one that does not decode ends the group.
+                while cursor.at < cursor.end {
+                    let kind = cursor.int(1, "group entry kind", d)? as u8;
+                    if !matches!(kind, KIND_PUT | KIND_REMOVE | KIND_PATCH) {
+                        break;
+                    }
+                    leaf(&mut cursor, kind, false, d)?;
                 }
             }
             KIND_SPLIT => {
@@ -371,13 +385,15 @@ pub fn decode(kind: u8, frame_bytes: &[u8]) -> Decoded {
 }
 
 /// Decodes a leaf record's payload of `kind` from `cursor` (a frame of its own or a group's
-/// entry).
-fn leaf(cursor: &mut Cursor<'_>, kind: u8, d: &mut Decoded) -> Option<()> {
+/// entry); `with_batch`: the payload names its batch (all but a packed group's).
+fn leaf(cursor: &mut Cursor<'_>, kind: u8, with_batch: bool, d: &mut Decoded) -> Option<()> {
     let flags = cursor.int(1, "leaf flags", d)?;
     let page_id = cursor.varint("page id", d)?;
     d.page_ids.push(page_id);
     cursor.varint("tree", d)?;
-    d.batch = Some(cursor.varint("batch", d)?);
+    if with_batch {
+        d.batch = Some(cursor.varint("batch", d)?);
+    }
     let key = cursor.blob("key", d)?.to_vec();
     match kind {
         KIND_PUT => {

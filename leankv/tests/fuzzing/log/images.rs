@@ -4,8 +4,8 @@
 
 use super::check::log_pairs;
 use super::format::{
-    decode, frame_bytes, index_frames, KIND_GROUP, SB_CHECKPOINT_FILE, SB_CHECKPOINT_LSN,
-    SB_CHECKPOINT_OFFSET,
+    decode, frame_bytes, index_frames, KIND_GROUP, KIND_PACKED_GROUP, SB_CHECKPOINT_FILE,
+    SB_CHECKPOINT_LSN, SB_CHECKPOINT_OFFSET,
 };
 use super::storage::Bounded;
 use super::{options, FASTRAND_SEED, FILES, PAGE_SIZE};
@@ -219,7 +219,7 @@ fn describe(name: &'static str, pages: Vec<u8>, logs: [Vec<u8>; 2], written: Pai
     for file in &logs {
         for frame in index_frames(file, 0) {
             frames += 1;
-            groups += usize::from(frame.kind == KIND_GROUP);
+            groups += usize::from(matches!(frame.kind, KIND_GROUP | KIND_PACKED_GROUP));
             let decoded = decode(frame.kind, frame_bytes(file, &frame));
             page_ids.extend(decoded.page_ids.iter().filter(|&&id| id < 1 << 20));
             batches.extend(decoded.batch);
@@ -309,8 +309,8 @@ pub fn log_images() -> &'static [LogImage] {
         let images = vec![
             // Crash points and recovery seeds: chosen when a batch's records were frames of
             // their own, so that recoveries rolled back batches torn before their commit; a
-            // batch's records now reach the log as one group with its commit, and the edits
-            // that drop a commit frame roll batches back.
+            // batch's records now reach the log as one group that carries its commit, and the
+            // edits that damage or drop a group drop its batch whole.
             build(
                 "early",
                 &[Phase {
