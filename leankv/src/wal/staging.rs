@@ -1,4 +1,4 @@
-//! Staging: an open batch's leaf records kept by its thread and appended at its commit, before
+//! Staging: an open batch's leaf records kept by its thread and appended at its commit, with
 //! the commit record, as one frame instead of one per change (TPC-C logs ~17 records per
 //! transaction; with two threads, the log's shared cache lines moving between the cores at
 //! every append cost more than encoding the records).
