@@ -5,7 +5,7 @@
 //! commit too, where a frame of its own would cost 32 bytes.
 
 use super::record::{
-    leaf_kind, leaf_payload_in_group, varint, FillImage, LeafChange, FRAME_ALIGN, FRAME_HEADER,
+    leaf_kind, leaf_payload, varint, BatchField, FillImage, LeafChange, FRAME_ALIGN, FRAME_HEADER,
     GROUP_COMMITS, KIND_OFFSET, KIND_PACKED_GROUP, MAX_GROUP_PAYLOAD,
 };
 
@@ -23,25 +23,19 @@ pub(super) fn add(
         out.push(0); // the flags, set by `seal`
         varint(out, change.batch);
     }
-    debug_assert_eq!(
-        batch_of(out),
-        change.batch,
+    debug_assert!(
+        holds_batch(out, change.batch),
         "a group holds one batch (its header names it)"
     );
     out.push(leaf_kind(change.op));
-    leaf_payload_in_group(out, scratch, change, image);
+    leaf_payload(out, scratch, change, image, BatchField::InGroup);
 }
 
-/// The batch of the group that `out` holds (started by [`add`]).
-pub(super) fn batch_of(out: &[u8]) -> u64 {
-    let mut batch = 0;
-    for (index, &byte) in out[FRAME_HEADER + 1..].iter().take(10).enumerate() {
-        batch |= u64::from(byte & 0x7f) << (7 * index);
-        if byte < 0x80 {
-            break;
-        }
-    }
-    batch
+/// Whether the group that `out` holds (started by [`add`]) is batch `batch`'s.
+pub(super) fn holds_batch(out: &[u8], batch: u64) -> bool {
+    let mut named = Vec::with_capacity(10);
+    varint(&mut named, batch);
+    out[FRAME_HEADER + 1..].starts_with(&named)
 }
 
 /// Completes the group's frame in `out` (its flags, and its header's length, kind and payload

@@ -438,7 +438,7 @@ impl<'a> FrameWriter<'a> {
         image: Option<(usize, &mut FillImage<'_>)>,
     ) {
         self.frame(leaf_kind(change.op), |out, scratch| {
-            leaf_payload(out, scratch, change, image)
+            leaf_payload(out, scratch, change, image, BatchField::Written)
         })
     }
 
@@ -487,36 +487,17 @@ pub(crate) fn leaf_kind(op: LeafOp<'_>) -> u8 {
     }
 }
 
-/// Appends the payload of a leaf record (see the module notes) to `out`, the page image (if
-/// `image` is given) assembled in `scratch`.
-pub(crate) fn leaf_payload(
-    out: &mut Vec<u8>,
-    scratch: &mut Vec<u8>,
-    change: LeafChange<'_>,
-    image: Option<(usize, &mut FillImage<'_>)>,
-) {
-    encode_leaf(out, scratch, change, image, BatchField::Written);
-}
-
-/// Appends the payload of a leaf record of a packed group, which names the batch once for
-/// all of its records (see the module notes).
-pub(super) fn leaf_payload_in_group(
-    out: &mut Vec<u8>,
-    scratch: &mut Vec<u8>,
-    change: LeafChange<'_>,
-    image: Option<(usize, &mut FillImage<'_>)>,
-) {
-    encode_leaf(out, scratch, change, image, BatchField::InGroup);
-}
-
-/// Whether a leaf payload holds its batch id.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum BatchField {
+/// Whether a leaf payload names its batch: all but those of a packed group, which names the
+/// batch once for all of its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchField {
     Written,
     InGroup,
 }
 
-fn encode_leaf(
+/// Appends the payload of a leaf record (see the module notes) to `out`, the page image (if
+/// `image` is given) assembled in `scratch`.
+pub(crate) fn leaf_payload(
     out: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
     change: LeafChange<'_>,

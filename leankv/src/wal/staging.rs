@@ -81,6 +81,8 @@ struct Staging {
     bytes: Vec<u8>,
     /// The end of the last whole record in `bytes` (0: nothing staged).
     len: usize,
+    /// The batch whose records `bytes` holds (while `len` is not 0).
+    batch: u64,
     /// The end LSN of publication `n` at `ends[n % RECENT]`.
     ends: [u64; RECENT as usize],
     /// Where page images are assembled (see `FrameWriter::scratch`).
@@ -183,7 +185,7 @@ impl Log {
         let index = self.held()?;
         let slot = &self.inner.slots.slots[usize::from(index)];
         let mut staging = slot.staging.lock();
-        if staging.len == 0 || group::batch_of(&staging.bytes) != batch {
+        if staging.len == 0 || staging.batch != batch {
             // Published already, or staged by another batch (a range removal committing by
             // its own id inside a transaction): that one's records still come first.
             self.inner.publish(slot, &mut staging);
@@ -208,10 +210,14 @@ impl Log {
         let Staging {
             bytes,
             len,
+            batch,
             scratch,
             ..
         } = &mut *staging;
         bytes.truncate(*len);
+        if *len == 0 {
+            *batch = change.batch;
+        }
         let image = (page_lsn <= redo_ptr).then_some((page_size, fill));
         group::add(bytes, scratch, change, image);
         *len = bytes.len();

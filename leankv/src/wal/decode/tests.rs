@@ -406,7 +406,7 @@ fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() 
         let image = image.map(|size| (size, &mut fill as &mut FillImage<'_>));
         crate::wal::group::add(&mut group, &mut Vec::new(), change, image);
     }
-    assert_eq!(crate::wal::group::batch_of(&group), 9);
+    assert!(crate::wal::group::holds_batch(&group, 9));
     let expected: Vec<Record> = decode_all(&frames, 4096)
         .into_iter()
         .map(|(_, r)| r)
@@ -461,11 +461,12 @@ fn a_group_decodes_to_the_records_its_frames_would_hold_and_damage_is_refused() 
 fn remove_payload(batch: u64, with_batch: bool, trailing: &[u8]) -> Vec<u8> {
     let mut payload = Vec::new();
     let change = change(batch, LeafOp::Remove { key: b"k" }, BeforeRef::Value(b"v"));
-    if with_batch {
-        leaf_payload(&mut payload, &mut Vec::new(), change, None);
+    let batch_field = if with_batch {
+        BatchField::Written
     } else {
-        leaf_payload_in_group(&mut payload, &mut Vec::new(), change, None);
-    }
+        BatchField::InGroup
+    };
+    leaf_payload(&mut payload, &mut Vec::new(), change, None, batch_field);
     payload.extend_from_slice(trailing);
     payload
 }
