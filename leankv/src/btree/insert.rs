@@ -115,6 +115,9 @@ impl<P: Policy> BTree<P> {
                 page.remove_at(index);
             }
             page.insert_stored(index, key, value);
+            if !found {
+                self.bm.frame(frame).note_insert(guard, Some(index));
+            }
         }
         self.bm.frame(frame).set_dirty(true);
         debug_assert!(self.node(frame).used_space() <= self.bm.page_size());
@@ -238,7 +241,8 @@ impl<P: Policy> BTree<P> {
         if split::has_room(&node, incoming) {
             return Ok(());
         }
-        let Some(plan) = split::plan(&node, incoming) else {
+        let in_order = |slot| self.bm.frame(target).in_order_before(slot);
+        let Some(plan) = split::plan(&node, incoming, in_order) else {
             return Err(self.corrupt(target, "no split point makes room"));
         };
         let separator = plan.separator_key(&node, incoming.key).to_vec();
@@ -264,6 +268,8 @@ impl<P: Policy> BTree<P> {
             .insert_at(index, &separator, &left_word);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(target).set_dirty(true);
+        // Its slots moved: the hint would point at another key.
+        self.bm.frame(target).note_insert(&guard, None);
         self.bm.log_split(
             &mut [
                 (left, &mut left_guard),
@@ -357,7 +363,8 @@ impl<P: Policy> BTree<P> {
         if node.level() >= node::MAX_LEVEL {
             return Err(self.corrupt(root, "root split beyond the level limit"));
         }
-        let Some(plan) = split::plan(&node, incoming) else {
+        let in_order = |slot| self.bm.frame(root).in_order_before(slot);
+        let Some(plan) = split::plan(&node, incoming, in_order) else {
             return Err(self.corrupt(root, "no split point makes room"));
         };
         let separator = plan.separator_key(&node, incoming.key).to_vec();
@@ -386,6 +393,7 @@ impl<P: Policy> BTree<P> {
             std::iter::once((&separator[..], Stored::inline(&left_word[..]))),
         );
         self.bm.frame(root).set_dirty(true);
+        self.bm.frame(root).note_insert(&guard, None);
         self.bm.log_structure(
             &mut [
                 (left, &mut left_guard),

@@ -27,6 +27,10 @@
 
 use super::node::{heap_len, Node, SLOTS};
 
+/// Keys in a row inserted each right after the one before that make a leaf's split cut
+/// where they arrive (see [`plan`]).
+pub(crate) const IN_ORDER_RUN: usize = 16;
+
 /// The entry a split must make room for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Incoming<'k> {
@@ -91,7 +95,13 @@ pub(crate) fn has_room_at(node: &Node<'_>, (index, found): (usize, bool), size: 
 /// it as corruption). A leaf that `incoming` extends at its upper end (ascending inserts) keeps
 /// as much as fits on the left, so such loads leave full leaves; otherwise the halves are
 /// balanced by bytes.
-pub(crate) fn plan(node: &Node<'_>, incoming: Incoming<'_>) -> Option<SplitPlan> {
+/// `in_order_before(slot)`: how many keys in a row arrived in order into the node, the last
+/// of them right before `slot` (the frame's hint, `Frame::in_order_before`).
+pub(crate) fn plan(
+    node: &Node<'_>,
+    incoming: Incoming<'_>,
+    in_order_before: impl Fn(usize) -> usize,
+) -> Option<SplitPlan> {
     let leaf = node.is_leaf();
     let count = node.count();
     let page_size = node.page_len();
@@ -118,15 +128,38 @@ pub(crate) fn plan(node: &Node<'_>, incoming: Incoming<'_>) -> Option<SplitPlan>
     // A separator must leave the right node a non-empty key range: below the upper fence.
     let usable = |separator: &[u8]| upper.is_none_or(|upper| separator < upper);
     let appending = leaf && !replaces && position == count;
+    // Keys arriving in order into the middle of a leaf (a run of inserts, each right after
+    // the one before, that the incoming key continues): an append point inside the tree,
+    // such as each TPC-C district's next order lines. A cut where they arrive leaves the
+    // keys before it in a full node that no insert will touch again; halving would leave it
+    // half empty once the keys move on. Only for a run of several keys, and where the keys
+    // before the cut fill half the node at least: a few keys inserted together at random
+    // places (a record's fields) must not cut nodes anywhere.
+    let in_order = leaf
+        && !replaces
+        && !appending
+        && in_order_before(position) >= IN_ORDER_RUN
+        && 2 * prefix[position] >= prefix[count];
 
     let mut best: Option<(SplitPlan, usize)> = None;
     let mut consider = |plan: SplitPlan, left: usize, right: usize| {
         if left > page_size || right > page_size {
             return;
         }
-        // Appends keep the most on the left; everything else the smallest larger half.
+        // Appends keep the most on the left; keys in order cut where they arrive (below);
+        // everything else the smallest larger half.
         let score = if appending {
             page_size - plan.left_count
+        } else if in_order {
+            match plan.separator {
+                // The key after them goes left as the separator: the keys to come sort
+                // before it, so they join those before them instead of filling the room
+                // beside the keys after it (whose node no longer takes them).
+                Separator::Existing(index) if index == position => 0,
+                // At the separator's upper fence (it cannot separate): cut before it.
+                Separator::Incoming => 1,
+                _ => 2 + 2 * plan.left_count.abs_diff(position),
+            }
         } else {
             left.max(right)
         };
@@ -206,10 +239,16 @@ mod tests {
         node
     }
 
-    /// Checks that the plan's halves really fit: builds them with the incoming entry.
+    /// Checks that the plan's halves really fit, with and without keys arriving in order
+    /// before it: builds them with the incoming entry.
     fn check_plan(node: &Node<'_>, key: &[u8], value_len: usize) {
+        check_plan_after(node, key, value_len, 0);
+        check_plan_after(node, key, value_len, IN_ORDER_RUN);
+    }
+
+    fn check_plan_after(node: &Node<'_>, key: &[u8], value_len: usize, run: usize) {
         let size = entry_size(true, key.len(), value_len);
-        let plan = plan(node, Incoming { key, size }).expect("a split point");
+        let plan = plan(node, Incoming { key, size }, |_| run).expect("a split point");
         let separator = plan.separator_key(node, key);
         let count = node.count();
         let replaces = node.lower_bound(key).1;
@@ -298,6 +337,7 @@ mod tests {
                     key: &key,
                     size: entry_size(true, 4, max_value_size(4096)),
                 },
+                |_| IN_ORDER_RUN,
             )
             .expect("a split point");
             assert!(
@@ -318,26 +358,48 @@ mod tests {
         }
         let view = node.view();
         let count = view.count();
-        let append = |key: &[u8]| {
+        let append = |key: &[u8], run| {
             plan(
                 &view,
                 Incoming {
                     key,
                     size: entry_size(true, key.len(), 100),
                 },
+                |_| run,
             )
             .unwrap()
         };
         // An append keeps every entry that fits with its new fence on the left...
-        let plan = append(&(n + 1).to_be_bytes());
+        let plan = append(&(n + 1).to_be_bytes(), 0);
         assert!(plan.left_count >= count - 1, "{plan:?} of {count}");
-        // ...an insert in the middle splits by size.
-        let middle = append(&[0, 0, 0, 5, 0]);
+        // ...an insert in the middle splits by size...
+        let key = [0, 0, 0, 5, 0];
+        let middle = append(&key, 0);
         assert!(
             middle.left_count.abs_diff(count / 2) <= 1,
             "{middle:?} of {count}"
         );
+        // ...and so do keys arriving in order in the first half, or too few in a row...
+        assert_eq!(append(&key, IN_ORDER_RUN), middle);
+        let late = count * 3 / 4;
+        let mut later = [0; 5];
+        later[..4].copy_from_slice(&(late as u32).to_be_bytes());
+        let few = append(&later, IN_ORDER_RUN - 1);
+        assert!(
+            few.left_count.abs_diff(count / 2) <= 1,
+            "{few:?} of {count}"
+        );
+        // ...but a run of keys arriving in order past it is cut where they arrive, the key
+        // after them going left as the separator (the keys to come sort before it).
+        assert_eq!(
+            append(&later, IN_ORDER_RUN),
+            SplitPlan {
+                left_count: late + 2,
+                separator: Separator::Existing(late + 1)
+            }
+        );
         check_plan(&view, &(n + 1).to_be_bytes(), 100);
-        check_plan(&view, &[0, 0, 0, 5, 0], 100);
+        check_plan(&view, &key, 100);
+        check_plan(&view, &later, 100);
     }
 }

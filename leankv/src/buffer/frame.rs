@@ -56,6 +56,12 @@ pub(crate) struct Frame {
     /// Set on a hot tree root that no handle uses: replacement may cool it like any other
     /// page (once its children are cooled). Changes only under the exclusive latch.
     unused_root: AtomicBool,
+    /// The leaf's latest inserts, a hint for where to split it (`btree/split.rs`): one past
+    /// the slot of the latest new key (low 16 bits; 0: none since the page came here or last
+    /// split) and how many keys in a row each went right after the one before (high 16 bits).
+    /// Changed under the exclusive latch; in memory only: a stale one costs fill, never
+    /// correctness.
+    inserts: AtomicU32,
     /// The staging mark of the page's latest staged change (see `wal/staging.rs`; 0: none):
     /// set under the exclusive latch, cleared by a later change logged directly (whose LSN
     /// covers it) and with the page id. Once published it may stay, stale and harmless.
@@ -73,6 +79,32 @@ impl Frame {
     pub(crate) fn set_page_id(&self, _guard: &ExclusiveGuard<'_>, page_id: u64) {
         self.page_id.store(page_id, Ordering::Release);
         self.staged.store(0, Ordering::Release);
+        self.inserts.store(0, Ordering::Relaxed);
+    }
+
+    /// How many keys in a row were inserted into the page in order, the last of them at
+    /// `slot - 1`: so that a key at `slot` would continue the run (0 if none would). Read
+    /// under the exclusive latch.
+    pub(crate) fn in_order_before(&self, slot: usize) -> usize {
+        let inserts = self.inserts.load(Ordering::Relaxed);
+        if (inserts & 0xffff) as usize == slot {
+            (inserts >> 16) as usize
+        } else {
+            0
+        }
+    }
+
+    /// Notes that a new key was inserted at `slot` (`None`: forget the run, after a split).
+    /// Caller holds the exclusive latch.
+    pub(crate) fn note_insert(&self, _guard: &ExclusiveGuard<'_>, slot: Option<usize>) {
+        let noted = slot.map_or(0, |slot| {
+            let run = self.in_order_before(slot).saturating_add(1).min(0xffff);
+            match u32::try_from(slot + 1) {
+                Ok(next) if next <= 0xffff => (run as u32) << 16 | next,
+                _ => 0,
+            }
+        });
+        self.inserts.store(noted, Ordering::Relaxed);
     }
 
     /// The staging mark of the page's latest staged change (0: none); read under a latch.

@@ -25,6 +25,7 @@ mod key_count;
 mod large_values;
 mod log_files;
 mod many_trees;
+mod node_fill;
 mod remove_range;
 mod reverse_scans;
 mod scans;

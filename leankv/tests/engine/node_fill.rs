@@ -1,0 +1,66 @@
+//! How full splits leave the leaves: keys that arrive in order stay in full nodes, whether
+//! they arrive at the end of the tree or at an append point in its middle.
+
+use crate::common::{open, small};
+
+const GROUPS: u8 = 10;
+const PER_GROUP: u32 = 3_000;
+
+/// Pages a database holds after `keys` are inserted in that order (100-byte values).
+fn pages_after(keys: impl Iterator<Item = [u8; 5]>) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), small(4096));
+    let tree = db.open_tree("t").unwrap();
+    for key in keys {
+        tree.insert(key, [7u8; 100]).unwrap();
+    }
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(
+        tree.len().unwrap(),
+        u64::from(GROUPS) * u64::from(PER_GROUP)
+    );
+    report.pages
+}
+
+/// A key of `group` (its first byte) with sequence number `n`.
+fn key(group: u8, n: u32) -> [u8; 5] {
+    let mut key = [group; 5];
+    key[1..].copy_from_slice(&n.to_be_bytes());
+    key
+}
+
+/// Ten groups of keys, each growing at its own end, as TPC-C's districts grow their orders:
+/// every group but the last appends in the middle of the tree. Cutting a full leaf where its
+/// keys arrive keeps the leaves behind each append point full, as appends at the tree's end
+/// are (halving them would leave those leaves half empty for good: ~1.5x the pages).
+#[test]
+fn keys_arriving_in_order_inside_the_tree_fill_their_leaves() {
+    let sorted = pages_after((0..GROUPS).flat_map(|g| (0..PER_GROUP).map(move |n| key(g, n))));
+    let interleaved = pages_after((0..PER_GROUP).flat_map(|n| (0..GROUPS).map(move |g| key(g, n))));
+    assert!(
+        interleaved * 100 <= sorted * 105,
+        "{interleaved} pages for groups growing side by side, {sorted} for the same keys in order"
+    );
+}
+
+/// Keys inserted two by two at random places (each pair in order) fill the leaves as random
+/// single keys do: a pair's second key arrives right after the first, but that is no append
+/// point, and its cuts must not leave nodes emptier than splitting by size does.
+#[test]
+fn keys_inserted_in_pairs_at_random_places_fill_as_random_keys() {
+    let mut rng = fastrand::Rng::with_seed(3);
+    let numbers: Vec<u32> = (0..u32::from(GROUPS) * PER_GROUP / 2)
+        .map(|i| i.wrapping_mul(2_654_435_761) << 1)
+        .collect();
+    let singles = {
+        let mut shuffled: Vec<u32> = numbers.iter().flat_map(|&n| [n, n + 1]).collect();
+        rng.shuffle(&mut shuffled);
+        pages_after(shuffled.into_iter().map(|n| key(0, n)))
+    };
+    let pairs = pages_after(numbers.iter().flat_map(|&n| [key(0, n), key(0, n + 1)]));
+    assert!(
+        pairs * 100 <= singles * 105,
+        "{pairs} pages for pairs, {singles} for the same keys one by one"
+    );
+}
