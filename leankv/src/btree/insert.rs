@@ -268,8 +268,6 @@ impl<P: Policy> BTree<P> {
             .insert_at(index, &separator, &left_word);
         self.bm.frame(parent).set_dirty(true);
         self.bm.frame(target).set_dirty(true);
-        // Its slots moved: the hint would point at another key.
-        self.bm.frame(target).note_insert(&guard, None);
         self.bm.log_split(
             &mut [
                 (left, &mut left_guard),
@@ -302,6 +300,8 @@ impl<P: Policy> BTree<P> {
         (left, left_guard): (FrameId, &mut ExclusiveGuard<'_>),
         right: Option<(FrameId, &mut ExclusiveGuard<'_>)>,
     ) {
+        // The source's slots move: its insert hint would point at other keys.
+        self.bm.frame(source).note_insert(source_guard, None);
         let node = self.node(source);
         let level = node.level();
         let count = node.count();
@@ -393,7 +393,6 @@ impl<P: Policy> BTree<P> {
             std::iter::once((&separator[..], Stored::inline(&left_word[..]))),
         );
         self.bm.frame(root).set_dirty(true);
-        self.bm.frame(root).note_insert(&guard, None);
         self.bm.log_structure(
             &mut [
                 (left, &mut left_guard),

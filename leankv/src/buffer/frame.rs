@@ -97,13 +97,14 @@ impl Frame {
     /// Notes that a new key was inserted at `slot` (`None`: forget the run, after a split).
     /// Caller holds the exclusive latch.
     pub(crate) fn note_insert(&self, _guard: &ExclusiveGuard<'_>, slot: Option<usize>) {
-        let noted = slot.map_or(0, |slot| {
-            let run = self.in_order_before(slot).saturating_add(1).min(0xffff);
-            match u32::try_from(slot + 1) {
-                Ok(next) if next <= 0xffff => (run as u32) << 16 | next,
-                _ => 0,
+        // Slots past 16 bits (no page has that many) are not noted.
+        let noted = match slot {
+            Some(slot) if slot < 0xffff => {
+                let run = (self.in_order_before(slot) + 1).min(0xffff);
+                (run << 16 | (slot + 1)) as u32
             }
-        });
+            _ => 0,
+        };
         self.inserts.store(noted, Ordering::Relaxed);
     }
 
