@@ -11,6 +11,9 @@
 //! * and `check_integrity` finds nothing wrong (large values' pages included: none torn,
 //!   none leaked).
 //!
+//! A third of the random workload's commits append runs of keys in order inside the tree, so
+//! that leaves also split where such runs arrive.
+//!
 //! `LEANKV_CRASHES` sets the number of crash scenarios (default 120 in CI; the closing notes'
 //! long run used 10,000).
 
@@ -90,6 +93,15 @@ fn key(rng: &mut fastrand::Rng) -> Vec<u8> {
     format!("key{:04}", rng.u32(0..2000)).into_bytes()
 }
 
+/// Points inside the tree where keys arrive in order (`appended_key`), so that leaves split
+/// where they arrive (`btree/split.rs`), as at TPC-C's districts.
+const APPEND_POINTS: usize = 4;
+
+/// The `n`th key appended at point `point`: between `key0500` and `key0501` for point 1.
+fn appended_key(point: usize, n: u32) -> Vec<u8> {
+    format!("key{:04}+{n:06}", point * 500).into_bytes()
+}
+
 /// A value naming its commit. Half of them have a length and filler fixed by the key, so
 /// that rewrites of a key in place (logged as patches of the bytes that changed) are common;
 /// one in eight is a large value (longer than a leaf holds: up to five pages of its own).
@@ -116,6 +128,7 @@ fn workload(rng: &mut fastrand::Rng, db: &Db, sim: &CrashSimulator) -> (Vec<Comm
     let mut must_survive = 0;
     // What the tree holds once every commit so far is applied.
     let mut current = BTreeMap::new();
+    let mut appended = [0u32; APPEND_POINTS];
     for commit in 0..rng.usize(50..800) {
         if rng.u16(0..150) == 0 {
             commits.push(Commit::DropTree);
@@ -143,11 +156,27 @@ fn workload(rng: &mut fastrand::Rng, db: &Db, sim: &CrashSimulator) -> (Vec<Comm
         } else {
             1
         };
+        // A third of the commits append keys in order at one of the append points, a run
+        // of them with short values (room for many in a leaf: the small pool lets a leaf go,
+        // and its hint with it, between commits).
+        let point = (rng.u8(0..3) == 0).then(|| rng.usize(0..APPEND_POINTS));
+        let size = if point.is_some() {
+            rng.usize(4..24)
+        } else {
+            size
+        };
         let changes: Vec<Change> = (0..size)
-            .map(|_| {
-                let key = key(rng);
-                let value = (rng.u8(0..4) != 0).then(|| value(rng, &key, commit));
-                (key, value)
+            .map(|_| match point {
+                Some(point) => {
+                    appended[point] += 1;
+                    let key = appended_key(point, appended[point]);
+                    (key, Some(format!("v{commit}").into_bytes()))
+                }
+                None => {
+                    let key = key(rng);
+                    let value = (rng.u8(0..4) != 0).then(|| value(rng, &key, commit));
+                    (key, value)
+                }
             })
             .collect();
         let durability = match rng.u8(0..3) {
