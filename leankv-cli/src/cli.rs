@@ -65,12 +65,18 @@ fn parse_pool_size(text: &str) -> Result<usize, String> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Show trees, key counts, pages, free pages, file sizes and format version
+    ///
+    /// With --pages, also each tree's pages (leaves, inner nodes, large values), height and
+    /// how full its leaves are: this walks every page, reading the whole page file.
     Stat {
         /// The database directory.
         dir: PathBuf,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Walk every tree's pages to report each tree's room (reads the whole page file).
+        #[arg(long)]
+        pages: bool,
     },
     /// Check the integrity of the database; status 3 if damaged
     ///

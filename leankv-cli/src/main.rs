@@ -38,7 +38,7 @@ fn run(cli: Cli) -> CliResult<()> {
     let encoding = Encoding { hex: cli.hex };
     let quiet = cli.quiet;
     match cli.command {
-        Command::Stat { dir, json } => commands::stat::run(&dir, json, options),
+        Command::Stat { dir, json, pages } => commands::stat::run(&dir, json, pages, options),
         Command::Check { dir } => commands::check::run(&dir, options),
         Command::Get { dir, tree, key } => commands::kv::get(&dir, &tree, &key, encoding, options),
         Command::Put {

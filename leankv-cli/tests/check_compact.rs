@@ -10,6 +10,36 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 #[test]
+fn stat_with_pages_reports_each_trees_room() {
+    let s = scratch();
+    load_keys(&s.db, 3000);
+    put(&s.db, "other", "k", "v");
+    let plain: serde_json::Value =
+        serde_json::from_str(&text_of(leankv().args(["stat", "--json"]).arg(&s.db))).unwrap();
+    assert!(plain["trees"][0].get("pages").is_none(), "{plain}");
+    let stat = text_of(leankv().args(["stat", "--json", "--pages"]).arg(&s.db));
+    let stat: serde_json::Value = serde_json::from_str(&stat).unwrap();
+    let trees = stat["trees"].as_array().unwrap();
+    let room =
+        |name: &str| trees.iter().find(|tree| tree["name"] == name).unwrap()["pages"].clone();
+    let (other, loaded) = (room("other"), room("t"));
+    assert_eq!(other["height"], 1, "{stat}");
+    assert_eq!(other["leaf"], 1, "{stat}");
+    assert_eq!(other["inner"], 0, "{stat}");
+    assert!(loaded["height"].as_u64().unwrap() >= 2, "{stat}");
+    assert!(loaded["leaf"].as_u64().unwrap() >= 2, "{stat}");
+    assert!(loaded["inner"].as_u64().unwrap() >= 1, "{stat}");
+    assert_eq!(loaded["large_value"], 0, "{stat}");
+    let fill = loaded["leaf_fill"].as_f64().unwrap();
+    assert!(fill > 0.0 && fill <= 1.0, "{stat}");
+    on("stat", &s.db)
+        .arg("--pages")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("% full").and(predicate::str::contains("height")));
+}
+
+#[test]
 fn check_passes_a_sound_database() {
     let s = scratch();
     load_keys(&s.db, 3000);

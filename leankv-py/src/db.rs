@@ -264,8 +264,10 @@ impl Db {
 
     /// Flushes, then checks every tree on disk (checksums, node structure, key order, fence
     /// keys, page ownership). Returns a ``dict``: ``ok`` (no problem found), ``trees``,
-    /// ``pages``, ``entries`` and ``problems`` (one line each). Run it while no writes are in
-    /// flight.
+    /// ``pages``, ``entries``, ``problems`` (one line each) and ``spaces``, one ``dict`` per tree
+    /// walked (``name``, ``height``, ``leaf_pages``, ``inner_pages``, ``large_value_pages``,
+    /// ``entries``, ``leaf_fill``: the leaves' bytes in use over their size). Run it while no
+    /// writes are in flight.
     fn check<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let report = self.with(py, |db| db.check_integrity())?;
         let dict = PyDict::new(py);
@@ -274,6 +276,19 @@ impl Db {
         dict.set_item("pages", report.pages)?;
         dict.set_item("entries", report.entries)?;
         dict.set_item("problems", PyList::new(py, &report.problems)?)?;
+        let spaces = PyList::empty(py);
+        for space in &report.spaces {
+            let entry = PyDict::new(py);
+            entry.set_item("name", &space.name)?;
+            entry.set_item("height", space.height)?;
+            entry.set_item("leaf_pages", space.leaf_pages)?;
+            entry.set_item("inner_pages", space.inner_pages)?;
+            entry.set_item("large_value_pages", space.large_value_pages)?;
+            entry.set_item("entries", space.entries)?;
+            entry.set_item("leaf_fill", space.leaf_fill())?;
+            spaces.append(entry)?;
+        }
+        dict.set_item("spaces", spaces)?;
         Ok(dict)
     }
 

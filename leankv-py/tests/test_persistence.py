@@ -166,6 +166,11 @@ def test_flush_stats_and_check(db):
     assert report["problems"] == []
     assert report["trees"] == 2  # "t" and the catalog
     assert report["entries"] >= 500
+    spaces = {space["name"]: space for space in report["spaces"]}
+    assert set(spaces) == {"<catalog>", "t"}
+    assert spaces["t"]["entries"] == report["entries"] - 1  # the catalog holds "t"
+    assert spaces["t"]["leaf_pages"] >= 1 and spaces["t"]["height"] >= 1
+    assert 0.0 < spaces["t"]["leaf_fill"] <= 1.0
 
 
 @pytest.mark.parametrize("durability", ["immediate", "eventual", "none"])

@@ -476,7 +476,8 @@ impl<P: Policy> Db<P> {
     }
 
     /// Flushes, then walks every tree on disk checking checksums, node structure, key order,
-    /// fence keys and page ownership. Run it while no writes are in flight.
+    /// fence keys and page ownership, and measuring how much room each tree takes
+    /// ([`IntegrityReport::spaces`]). Run it while no writes are in flight.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -485,6 +486,10 @@ impl<P: Policy> Db<P> {
     /// let report = db.check_integrity()?;
     /// assert!(report.is_ok(), "{report}"); // Display lists every problem found
     /// assert_eq!(report.trees, 2); // "users" and the catalog
+    /// for space in &report.spaces {
+    ///     // <catalog>: 1 pages, leaves 0% full / users: 1 pages, leaves 0% full
+    ///     println!("{}: {} pages, leaves {:.0}% full", space.name, space.pages(), space.leaf_fill() * 100.0);
+    /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_integrity(&self) -> Result<IntegrityReport> {

@@ -59,7 +59,7 @@ mod tree;
 mod wal;
 
 pub use batch::{Durability, WriteBatch};
-pub use btree::check::IntegrityReport;
+pub use btree::check::{IntegrityReport, TreeSpace};
 pub use db::{Db, RecoveryStats, Stats};
 pub use error::{CompareAndSwapError, Error, Result};
 pub use io::IoMode;

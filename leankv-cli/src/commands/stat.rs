@@ -1,7 +1,7 @@
 //! `leankv stat DIR`: what is in a database and how much room it takes.
 
 use crate::bytes::escape;
-use crate::error::{output_error, CliResult};
+use crate::error::{output_error, CliError, CliResult, DAMAGED};
 use crate::open::{self, with_db, OpenOptions, PAGE_FILE};
 use serde::Serialize;
 use std::io::Write;
@@ -33,16 +33,63 @@ struct File {
 struct TreeInfo {
     name: String,
     keys: u64,
+    /// With `--pages` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pages: Option<Pages>,
 }
 
-/// Runs `stat`.
-pub fn run(dir: &Path, json: bool, options: OpenOptions) -> CliResult<()> {
+/// A tree's room, from the walk of `--pages`.
+#[derive(Debug, Serialize)]
+struct Pages {
+    height: u16,
+    leaf: u64,
+    inner: u64,
+    large_value: u64,
+    /// The leaves' bytes in use over their size, 0 to 1.
+    leaf_fill: f64,
+}
+
+impl From<&leankv::TreeSpace> for Pages {
+    fn from(space: &leankv::TreeSpace) -> Self {
+        Pages {
+            height: space.height,
+            leaf: space.leaf_pages,
+            inner: space.inner_pages,
+            large_value: space.large_value_pages,
+            leaf_fill: space.leaf_fill(),
+        }
+    }
+}
+
+/// Runs `stat`; with `pages`, walks every tree's pages too.
+pub fn run(dir: &Path, json: bool, pages: bool, options: OpenOptions) -> CliResult<()> {
     let db = open::open_existing(dir, options)?;
     let report = with_db(db, |db| {
+        // The walk is the integrity check's: a damaged tree's room would be a guess.
+        let spaces = if pages {
+            let check = db.check_integrity()?;
+            if !check.is_ok() {
+                return Err(CliError::new(
+                    DAMAGED,
+                    format!(
+                        "{} is damaged: {} problem(s); `leankv check` lists them",
+                        dir.display(),
+                        check.problems.len()
+                    ),
+                ));
+            }
+            check.spaces
+        } else {
+            Vec::new()
+        };
         let mut trees = Vec::new();
         for name in db.tree_names()? {
             let keys = db.open_tree(&name)?.len()?;
-            trees.push(TreeInfo { name, keys });
+            let pages = spaces
+                .iter()
+                .find(|space| space.name == name)
+                .map(Pages::from);
+            trees.push(TreeInfo { name, keys, pages });
         }
         let stats = db.stats();
         // Sizes while the database is open, after what opening it wrote.
@@ -105,6 +152,18 @@ fn print_text(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
     for tree in &report.trees {
         let name = escape(tree.name.as_bytes());
         write!(out, "\n  {name:<width$}  {:>12} keys", tree.keys)?;
+        if let Some(pages) = &tree.pages {
+            write!(
+                out,
+                "  {:>10} pages ({} leaves {:.1}% full, {} inner, {} of large values), height {}",
+                pages.leaf + pages.inner + pages.large_value,
+                pages.leaf,
+                pages.leaf_fill * 100.0,
+                pages.inner,
+                pages.large_value,
+                pages.height
+            )?;
+        }
     }
     Ok(())
 }

@@ -104,7 +104,8 @@ class Db:
         ``recovery``, ...)."""
     def check(self) -> dict[str, Any]:
         """Flushes and checks every tree on disk: ``{"ok", "trees", "pages", "entries",
-        "problems"}``."""
+        "problems", "spaces"}``; ``spaces`` holds one ``dict`` per tree (``name``, ``height``,
+        ``leaf_pages``, ``inner_pages``, ``large_value_pages``, ``entries``, ``leaf_fill``)."""
     def close(self) -> None:
         """Writes everything and releases the directory. From the moment it is called every
         handle raises ``ClosedError``; it waits for the calls in flight to end."""

@@ -64,3 +64,50 @@ fn keys_inserted_in_pairs_at_random_places_fill_as_random_keys() {
         "{pairs} pages for pairs, {singles} for the same keys one by one"
     );
 }
+
+/// The integrity check's space report accounts for every page of the file: each tree's
+/// leaves, inner nodes and large values, and the free pages, with the leaves' bytes in use.
+#[test]
+fn the_space_report_accounts_for_every_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), small(4096));
+    let tree = db.open_tree("t").unwrap();
+    for n in 0..5_000u32 {
+        tree.insert(key(1, n), [7u8; 100]).unwrap();
+    }
+    // Large values take pages of their own, and a removed range leaves free pages.
+    let large = db.open_tree("large").unwrap();
+    for n in 0..10u32 {
+        large.insert(n.to_be_bytes(), vec![3u8; 20_000]).unwrap();
+    }
+    tree.remove_range(key(1, 4_000)..).unwrap();
+    let report = db.check_integrity().unwrap();
+    assert!(report.is_ok(), "{report}");
+    let stats = db.stats();
+    let names: Vec<&str> = report.spaces.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["<catalog>", "large", "t"]);
+    let tree_pages: u64 = report.spaces.iter().map(|s| s.pages()).sum();
+    assert_eq!(
+        tree_pages + stats.free_pages + 1,
+        stats.page_count,
+        "the superblock is page 0"
+    );
+    let nodes: u64 = report
+        .spaces
+        .iter()
+        .map(|s| s.leaf_pages + s.inner_pages)
+        .sum();
+    assert_eq!(nodes, report.pages);
+    let [catalog, large, t] = &report.spaces[..] else {
+        unreachable!()
+    };
+    assert_eq!((catalog.height, catalog.entries), (1, 2));
+    assert_eq!(large.entries, 10);
+    assert!(large.large_value_pages >= 10 * 20_000 / 4096, "{large:?}");
+    assert_eq!(t.entries, 4_000);
+    assert_eq!(t.large_value_pages, 0);
+    assert!(t.height >= 2 && t.inner_pages >= 1, "{t:?}");
+    assert_eq!(t.leaf_bytes, t.leaf_pages * 4096);
+    // Keys inserted in order fill their leaves (the range removal left one partly empty).
+    assert!(t.leaf_fill() > 0.9, "{t:?}");
+}
