@@ -116,7 +116,7 @@ impl<P: Policy> BTree<P> {
             }
             page.insert_stored(index, key, value);
             if !found {
-                self.bm.frame(frame).note_insert(guard, Some(index));
+                self.bm.frame(frame).note_insert(guard, index);
             }
         }
         self.bm.frame(frame).set_dirty(true);
@@ -300,12 +300,21 @@ impl<P: Policy> BTree<P> {
         (left, left_guard): (FrameId, &mut ExclusiveGuard<'_>),
         right: Option<(FrameId, &mut ExclusiveGuard<'_>)>,
     ) {
-        // The source's slots move: its insert hint would point at other keys.
-        self.bm.frame(source).note_insert(source_guard, None);
         let node = self.node(source);
         let level = node.level();
         let count = node.count();
         let leaf = node.is_leaf();
+        // The run of keys arriving in order goes on in the half (or both halves, when it
+        // arrives at the cut) that holds its place, at the place's new slot: a run longer
+        // than a node holds keys is seen as one.
+        let right_start = plan.right_start(leaf);
+        let run = self.bm.frame(source).insert_run();
+        let left_run = run.filter(|&(next, _)| next <= plan.left_count);
+        let right_run = run
+            .filter(|&(next, _)| next >= right_start)
+            .map(|(next, run)| (next - right_start, run));
+        self.bm.frame(source).set_insert_run(source_guard, None);
+        self.bm.frame(left).set_insert_run(left_guard, left_run);
         let left_upper = match plan.separator {
             Separator::Existing(index) if !leaf => node.child_word(index),
             _ => 0,
@@ -320,15 +329,23 @@ impl<P: Policy> BTree<P> {
         );
         let separate_right = right.is_some();
         let (right_frame, right_page) = match right {
-            Some((frame, guard)) => (frame, self.bm.page_mut(frame, guard)),
-            None => (source, self.bm.page_mut(source, source_guard)),
+            Some((frame, guard)) => {
+                self.bm.frame(frame).set_insert_run(guard, right_run);
+                (frame, self.bm.page_mut(frame, guard))
+            }
+            None => {
+                self.bm
+                    .frame(source)
+                    .set_insert_run(source_guard, right_run);
+                (source, self.bm.page_mut(source, source_guard))
+            }
         };
         NodeMut::new(right_page).rebuild(
             level,
             Some(separator),
             node.upper_fence(),
             node.child_word(count),
-            node.entries(plan.right_start(leaf)..count),
+            node.entries(right_start..count),
         );
         self.adopt_children(left);
         if separate_right {

@@ -131,15 +131,12 @@ pub(crate) fn plan(
     // Keys arriving in order into the middle of a leaf (a run of inserts, each right after
     // the one before, that the incoming key continues): an append point inside the tree,
     // such as each TPC-C district's next order lines. A cut where they arrive leaves the
-    // keys before it in a full node that no insert will touch again; halving would leave it
-    // half empty once the keys move on. Only for a run of several keys, and where the keys
-    // before the cut fill half the node at least: a few keys inserted together at random
-    // places (a record's fields) must not cut nodes anywhere.
-    let in_order = leaf
-        && !replaces
-        && !appending
-        && in_order_before(position) >= IN_ORDER_RUN
-        && 2 * prefix[position] >= prefix[count];
+    // keys before it in a full node that no insert will touch again, and the keys after it
+    // in one the run no longer enters; halving would leave one of them half empty for good
+    // (the keys after the point being the next group's first ones, every time). Only for a
+    // long run (splits carry it on, `Frame::insert_run`): a few keys inserted together at
+    // random places (a record's fields) must not cut nodes anywhere.
+    let in_order = leaf && !replaces && !appending && in_order_before(position) >= IN_ORDER_RUN;
 
     let mut best: Option<(SplitPlan, usize)> = None;
     let mut consider = |plan: SplitPlan, left: usize, right: usize| {
@@ -379,8 +376,7 @@ mod tests {
             middle.left_count.abs_diff(count / 2) <= 1,
             "{middle:?} of {count}"
         );
-        // ...and so do keys arriving in order in the first half, or too few in a row...
-        assert_eq!(append(&key, IN_ORDER_RUN), middle);
+        // ...and so do too few keys in a row arriving in order...
         let late = count * 3 / 4;
         let mut later = [0; 5];
         later[..4].copy_from_slice(&(late as u32).to_be_bytes());
@@ -389,15 +385,19 @@ mod tests {
             few.left_count.abs_diff(count / 2) <= 1,
             "{few:?} of {count}"
         );
-        // ...but a run of keys arriving in order past it is cut where they arrive, the key
-        // after them going left as the separator (the keys to come sort before it).
-        assert_eq!(
-            append(&later, IN_ORDER_RUN),
-            SplitPlan {
-                left_count: late + 2,
-                separator: Separator::Existing(late + 1)
-            }
-        );
+        // ...but a run of keys arriving in order is cut where they arrive, the key after them
+        // going left as the separator (the keys to come sort before it), wherever the run is:
+        // the keys after it stay behind in a node that the run no longer enters.
+        for (after, key) in [(late, later), (5, key)] {
+            assert_eq!(
+                append(&key, IN_ORDER_RUN),
+                SplitPlan {
+                    left_count: after + 2,
+                    separator: Separator::Existing(after + 1)
+                },
+                "a run arriving after key {after} of {count}"
+            );
+        }
         check_plan(&view, &(n + 1).to_be_bytes(), 100);
         check_plan(&view, &key, 100);
         check_plan(&view, &later, 100);

@@ -56,11 +56,11 @@ pub(crate) struct Frame {
     /// Set on a hot tree root that no handle uses: replacement may cool it like any other
     /// page (once its children are cooled). Changes only under the exclusive latch.
     unused_root: AtomicBool,
-    /// The leaf's latest inserts, a hint for where to split it (`btree/split.rs`): one past
-    /// the slot of the latest new key (low 16 bits; 0: none since the page came here or last
-    /// split) and how many keys in a row each went right after the one before (high 16 bits).
-    /// Changed under the exclusive latch; in memory only: a stale one costs fill, never
-    /// correctness.
+    /// The leaf's latest inserts, a hint for where to split it (`btree/split.rs`): the slot
+    /// right after the latest new key (low 16 bits) and how many keys in a row each went right
+    /// after the one before (high 16 bits; 0: none since the page came here). A split carries
+    /// it on into the half that holds that slot. Changed under the exclusive latch; in memory
+    /// only: a stale one costs fill, never correctness.
     inserts: AtomicU32,
     /// The staging mark of the page's latest staged change (see `wal/staging.rs`; 0: none):
     /// set under the exclusive latch, cleared by a later change logged directly (whose LSN
@@ -86,23 +86,33 @@ impl Frame {
     /// `slot - 1`: so that a key at `slot` would continue the run (0 if none would). Read
     /// under the exclusive latch.
     pub(crate) fn in_order_before(&self, slot: usize) -> usize {
-        let inserts = self.inserts.load(Ordering::Relaxed);
-        if (inserts & 0xffff) as usize == slot {
-            (inserts >> 16) as usize
-        } else {
-            0
+        match self.insert_run() {
+            Some((next, run)) if next == slot => run,
+            _ => 0,
         }
     }
 
-    /// Notes that a new key was inserted at `slot` (`None`: forget the run, after a split).
-    /// Caller holds the exclusive latch.
-    pub(crate) fn note_insert(&self, _guard: &ExclusiveGuard<'_>, slot: Option<usize>) {
+    /// The run of keys arriving in order: the slot where a key would continue it, and how
+    /// many keys in a row it holds (`None`: no run noted). Read under the exclusive latch.
+    pub(crate) fn insert_run(&self) -> Option<(usize, usize)> {
+        let inserts = self.inserts.load(Ordering::Relaxed);
+        let run = (inserts >> 16) as usize;
+        (run > 0).then_some(((inserts & 0xffff) as usize, run))
+    }
+
+    /// Notes that a new key was inserted at `slot`. Caller holds the exclusive latch.
+    pub(crate) fn note_insert(&self, guard: &ExclusiveGuard<'_>, slot: usize) {
+        let run = self.in_order_before(slot) + 1;
+        self.set_insert_run(guard, Some((slot + 1, run)));
+    }
+
+    /// Sets (or with `None` forgets) the run of keys arriving in order as (the slot that
+    /// would continue it, its length): after a split, the nodes that take the run's place carry
+    /// it on at its new slot. Caller holds the exclusive latch.
+    pub(crate) fn set_insert_run(&self, _guard: &ExclusiveGuard<'_>, run: Option<(usize, usize)>) {
         // Slots past 16 bits (no page has that many) are not noted.
-        let noted = match slot {
-            Some(slot) if slot < 0xffff => {
-                let run = (self.in_order_before(slot) + 1).min(0xffff);
-                (run << 16 | (slot + 1)) as u32
-            }
+        let noted = match run {
+            Some((next, run)) if next <= 0xffff && run > 0 => (run.min(0xffff) << 16 | next) as u32,
             _ => 0,
         };
         self.inserts.store(noted, Ordering::Relaxed);

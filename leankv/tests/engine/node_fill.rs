@@ -4,23 +4,32 @@
 use crate::common::{open, small};
 
 const GROUPS: u8 = 10;
-const PER_GROUP: u32 = 3_000;
 
-/// Pages a database holds after `keys` are inserted in that order (100-byte values).
-fn pages_after(keys: impl Iterator<Item = [u8; 5]>) -> u64 {
+/// Row sizes (values of 4 KiB pages) and keys per group: small rows, a hundred keys to a
+/// leaf, and large ones, five to a leaf (TPC-C's customers).
+const ROWS: [(usize, u32); 2] = [(100, 3_000), (700, 600)];
+
+/// Pages the leaves of a database take after `keys` are inserted in that order with values of
+/// `value_len` bytes.
+fn leaf_pages_after(keys: impl Iterator<Item = [u8; 5]>, value_len: usize) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path(), small(4096));
     let tree = db.open_tree("t").unwrap();
+    let mut inserted = 0;
     for key in keys {
-        tree.insert(key, [7u8; 100]).unwrap();
+        tree.insert(key, vec![7u8; value_len]).unwrap();
+        inserted += 1;
     }
     let report = db.check_integrity().unwrap();
     assert!(report.is_ok(), "{report}");
-    assert_eq!(
-        tree.len().unwrap(),
-        u64::from(GROUPS) * u64::from(PER_GROUP)
-    );
-    report.pages
+    assert_eq!(tree.len().unwrap(), inserted);
+    let space = report
+        .spaces
+        .iter()
+        .find(|space| space.name == "t")
+        .unwrap();
+    assert_eq!(space.entries, inserted);
+    space.leaf_pages
 }
 
 /// A key of `group` (its first byte) with sequence number `n`.
@@ -36,12 +45,21 @@ fn key(group: u8, n: u32) -> [u8; 5] {
 /// are (halving them would leave those leaves half empty for good: ~1.5x the pages).
 #[test]
 fn keys_arriving_in_order_inside_the_tree_fill_their_leaves() {
-    let sorted = pages_after((0..GROUPS).flat_map(|g| (0..PER_GROUP).map(move |n| key(g, n))));
-    let interleaved = pages_after((0..PER_GROUP).flat_map(|n| (0..GROUPS).map(move |g| key(g, n))));
-    assert!(
-        interleaved * 100 <= sorted * 105,
-        "{interleaved} pages for groups growing side by side, {sorted} for the same keys in order"
-    );
+    for (value_len, per_group) in ROWS {
+        let sorted = leaf_pages_after(
+            (0..GROUPS).flat_map(|g| (0..per_group).map(move |n| key(g, n))),
+            value_len,
+        );
+        let interleaved = leaf_pages_after(
+            (0..per_group).flat_map(|n| (0..GROUPS).map(move |g| key(g, n))),
+            value_len,
+        );
+        assert!(
+            interleaved * 100 <= sorted * 105,
+            "{value_len}-byte values: {interleaved} leaves for groups growing side by side, \
+             {sorted} for the same keys in order"
+        );
+    }
 }
 
 /// Keys inserted two by two at random places (each pair in order) fill the leaves as random
@@ -49,20 +67,26 @@ fn keys_arriving_in_order_inside_the_tree_fill_their_leaves() {
 /// point, and its cuts must not leave nodes emptier than splitting by size does.
 #[test]
 fn keys_inserted_in_pairs_at_random_places_fill_as_random_keys() {
-    let mut rng = fastrand::Rng::with_seed(3);
-    let numbers: Vec<u32> = (0..u32::from(GROUPS) * PER_GROUP / 2)
-        .map(|i| i.wrapping_mul(2_654_435_761) << 1)
-        .collect();
-    let singles = {
-        let mut shuffled: Vec<u32> = numbers.iter().flat_map(|&n| [n, n + 1]).collect();
-        rng.shuffle(&mut shuffled);
-        pages_after(shuffled.into_iter().map(|n| key(0, n)))
-    };
-    let pairs = pages_after(numbers.iter().flat_map(|&n| [key(0, n), key(0, n + 1)]));
-    assert!(
-        pairs * 100 <= singles * 105,
-        "{pairs} pages for pairs, {singles} for the same keys one by one"
-    );
+    for (value_len, per_group) in ROWS {
+        let mut rng = fastrand::Rng::with_seed(3);
+        let numbers: Vec<u32> = (0..u32::from(GROUPS) * per_group / 2)
+            .map(|i| i.wrapping_mul(2_654_435_761) << 1)
+            .collect();
+        let singles = {
+            let mut shuffled: Vec<u32> = numbers.iter().flat_map(|&n| [n, n + 1]).collect();
+            rng.shuffle(&mut shuffled);
+            leaf_pages_after(shuffled.into_iter().map(|n| key(0, n)), value_len)
+        };
+        let pairs = leaf_pages_after(
+            numbers.iter().flat_map(|&n| [key(0, n), key(0, n + 1)]),
+            value_len,
+        );
+        assert!(
+            pairs * 100 <= singles * 105,
+            "{value_len}-byte values: {pairs} leaves for pairs, {singles} for the same keys \
+             one by one"
+        );
+    }
 }
 
 /// The integrity check's space report accounts for every page of the file: each tree's
