@@ -169,15 +169,13 @@ impl<'a> Checker<'a> {
             name: name.to_string(),
             ..TreeSpace::default()
         };
-        self.walk(&mut space, root);
+        self.walk(name, root, &mut space);
         self.report.spaces.push(space);
     }
 
-    /// Walks the tree rooted at `root`, counting its room into `space`.
-    fn walk(&mut self, space: &mut TreeSpace, root: u64) {
-        // A copy: `space` is counted into while the name is in use.
-        let name = &space.name.clone();
-        let owner = Owner::Tree(name.clone());
+    /// Walks the tree `name` rooted at `root`, counting its room into `space`.
+    fn walk(&mut self, name: &str, root: u64, space: &mut TreeSpace) {
+        let owner = Owner::Tree(name.to_string());
         if !self.claim(root, owner.clone()) {
             return;
         }

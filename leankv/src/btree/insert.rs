@@ -313,7 +313,6 @@ impl<P: Policy> BTree<P> {
         let right_run = run
             .filter(|&(next, _)| next >= right_start)
             .map(|(next, run)| (next - right_start, run));
-        self.bm.frame(source).set_insert_run(source_guard, None);
         self.bm.frame(left).set_insert_run(left_guard, left_run);
         let left_upper = match plan.separator {
             Separator::Existing(index) if !leaf => node.child_word(index),
@@ -330,6 +329,8 @@ impl<P: Policy> BTree<P> {
         let separate_right = right.is_some();
         let (right_frame, right_page) = match right {
             Some((frame, guard)) => {
+                // A root split: the source becomes the inner root, which notes no run.
+                self.bm.frame(source).set_insert_run(source_guard, None);
                 self.bm.frame(frame).set_insert_run(guard, right_run);
                 (frame, self.bm.page_mut(frame, guard))
             }
