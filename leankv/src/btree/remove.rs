@@ -192,13 +192,27 @@ impl<P: Policy> BTree<P> {
         let merged_entries = || left_node.entries(0..left_node.count());
         let upper_word = left_node.child_word(left_node.count()).to_le_bytes();
         let bridge = (!leaf).then_some((separator, Stored::inline(&upper_word[..])));
+        // Sized from the nodes' space accounting: a leaf emptied from its front next to a full
+        // sibling (a queue's oldest entries) tries at every removal, and visiting both nodes'
+        // entries each time cost TPC-C's Delivery 3% of all its CPU time.
         let size = Node::size_of(
             leaf,
             left_node.lower_fence(),
             right_node.upper_fence(),
-            merged_entries()
-                .chain(bridge)
-                .chain(right_node.entries(0..right_node.count())),
+            bridge.into_iter(),
+        ) + left_node.entries_size()
+            + right_node.entries_size();
+        debug_assert_eq!(
+            size,
+            Node::size_of(
+                leaf,
+                left_node.lower_fence(),
+                right_node.upper_fence(),
+                merged_entries()
+                    .chain(bridge)
+                    .chain(right_node.entries(0..right_node.count())),
+            ),
+            "the nodes' space accounting disagrees with their entries"
         );
         if size > page_size {
             return Ok(None);

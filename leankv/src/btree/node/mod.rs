@@ -387,7 +387,8 @@ mod tests {
 
         /// The node behaves like a sorted map for any sequence of inserts, removes and
         /// compactions, and searches for any key (with or without the prefix all keys share,
-        /// which the heads skip) land where the map says.
+        /// which the heads skip) land where the map says; its space accounting gives the
+        /// entries' size without visiting them.
         #[test]
         fn node_matches_btreemap(
             prefix in proptest::collection::vec(any::<u8>(), 0..5),
@@ -442,6 +443,13 @@ mod tests {
                     model.remove(&key);
                 }
                 node.view().check().map_err(TestCaseError::fail)?;
+                let view = node.view();
+                let (lower, upper) = (view.lower_fence(), view.upper_fence());
+                prop_assert_eq!(
+                    Node::size_of(true, lower, upper, std::iter::empty()) + view.entries_size(),
+                    Node::size_of(true, lower, upper, view.entries(0..view.count())),
+                    "entries_size disagrees with the entries"
+                );
             }
             let view = node.view();
             let entries: Vec<(Vec<u8>, Vec<u8>)> =

@@ -338,6 +338,18 @@ impl<'a> Node<'a> {
         self.page.len().saturating_sub(self.reclaimable_space())
     }
 
+    /// Bytes the entries take as [`entry_size`] counts them (slots, keys and values): what
+    /// [`Node::size_of`] sums over them, read from the node's space accounting instead of
+    /// visiting each entry.
+    pub(crate) fn entries_size(&self) -> usize {
+        let fences = [self.lower_fence(), self.upper_fence()]
+            .into_iter()
+            .flatten()
+            .map(|fence| heap_len(self.is_leaf(), fence.len()))
+            .sum::<usize>();
+        self.used_space().saturating_sub(SLOTS + fences)
+    }
+
     /// Whether an entry of `size` bytes (see [`entry_size`]) fits, after compaction if needed.
     pub(crate) fn fits(&self, size: usize) -> bool {
         self.reclaimable_space() >= size
