@@ -342,12 +342,8 @@ impl<'a> Node<'a> {
     /// [`Node::size_of`] sums over them, read from the node's space accounting instead of
     /// visiting each entry.
     pub(crate) fn entries_size(&self) -> usize {
-        let fences = [self.lower_fence(), self.upper_fence()]
-            .into_iter()
-            .flatten()
-            .map(|fence| heap_len(self.is_leaf(), fence.len()))
-            .sum::<usize>();
-        self.used_space().saturating_sub(SLOTS + fences)
+        let empty = empty_size(self.is_leaf(), self.lower_fence(), self.upper_fence());
+        self.used_space().saturating_sub(empty)
     }
 
     /// Whether an entry of `size` bytes (see [`entry_size`]) fits, after compaction if needed.
