@@ -2,6 +2,7 @@
 //! the benchmarks know ([`EngineKind`]) and how one is set up for a run ([`Setup`],
 //! [`PoolSize`], [`DurabilityLevel`]). The implementations live in `engines`, one file each.
 
+use crate::diskstats::Disk;
 use anyhow::Result;
 use clap::ValueEnum;
 use leankv::ablations::{HashTable, InMemory, Lean, Lru, Mmap, Pessimistic, Policy, Traditional};
@@ -102,6 +103,10 @@ pub trait Engine: Operations + Send + Sync {
     fn flush(&self) -> Result<()>;
     /// Settings a reader of the results needs: memory budget, durability, compression.
     fn settings(&self) -> String;
+    /// The block device the engine reads its pages from, if it has one the kernel counts.
+    fn disk(&self) -> Option<Disk> {
+        None
+    }
 }
 
 /// Reads up to `count` pairs of `table` from `start` on; returns how many there were.

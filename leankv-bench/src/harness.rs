@@ -4,6 +4,7 @@
 //! the invocation's options). Warm-up is the caller's (what "steady" means differs), but
 //! [`read_all`] is the usual one.
 
+use crate::diskstats::DiskReads;
 use crate::engine::{counters_since, Engine, IoCounters, Table};
 use crate::report::{self, Machine};
 use anyhow::Result;
@@ -157,6 +158,8 @@ pub struct Timed<W, S> {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub peak_rss_bytes: u64,
+    /// What the engine's device did meanwhile (all of its users' reads, not only the engine's).
+    pub device: Option<DiskReads>,
 }
 
 /// Runs `threads` copies of `worker` (given its number and the clock) for `duration`, while a
@@ -175,6 +178,8 @@ pub fn run_timed<W: Send, S: Send>(
     let counters_before = engine.counters();
     let (read_before, written_before) = report::process_io_bytes();
     report::reset_peak_rss();
+    let disk = engine.disk();
+    let disk_before = disk.and_then(|disk| disk.snapshot());
     let started = Instant::now();
     let clock = Clock {
         deadline: started + duration,
@@ -200,6 +205,10 @@ pub fn run_timed<W: Send, S: Send>(
     let workers = results.into_iter().collect::<Result<Vec<_>>>()?;
     let io_after = engine.io();
     let (read_after, written_after) = report::process_io_bytes();
+    let device = disk
+        .and_then(|disk| disk.snapshot())
+        .zip(disk_before)
+        .map(|(after, before)| after.reads_since(&before));
     Ok(Timed {
         workers,
         series,
@@ -212,6 +221,7 @@ pub fn run_timed<W: Send, S: Send>(
         bytes_read: read_after.saturating_sub(read_before),
         bytes_written: written_after.saturating_sub(written_before),
         peak_rss_bytes: report::peak_rss(),
+        device,
     })
 }
 

@@ -9,6 +9,7 @@
 mod cgroup;
 mod compare;
 mod device;
+mod diskstats;
 mod engine;
 mod engines;
 mod harness;

@@ -3,6 +3,7 @@
 //! (and across invocations: a `.loaded` marker records a finished load).
 
 use crate::cgroup::{open_capped, MemoryCap};
+use crate::diskstats::DiskReads;
 use crate::engine::LOAD_DURABILITY;
 use crate::engine::{
     counter, page_size_suffix, DurabilityLevel, Engine, EngineKind, PoolSize, ReadPath, Setup,
@@ -98,6 +99,8 @@ pub struct YcsbRun {
     /// The engine's counters over the run (leankv: evictions, cooling hits, restarts, ...).
     pub engine_counters: BTreeMap<&'static str, u64>,
     pub peak_rss_bytes: u64,
+    /// What the device under the data did during the run (engines that report their device).
+    pub device: Option<DiskReads>,
     /// The memory cgroup's limit and its peak use (page cache included), when capped.
     pub memory_cap_bytes: Option<u64>,
     pub cgroup_peak_bytes: Option<u64>,
@@ -374,6 +377,7 @@ fn run_engine(
                     .map(|syncs| measured.per_second(syncs)),
                 engine_counters: measured.counters.iter().copied().collect(),
                 peak_rss_bytes: measured.peak_rss_bytes,
+                device: measured.device,
                 memory_cap_bytes: cap.as_ref().map(|cap| cap.limit_bytes),
                 cgroup_peak_bytes: cap.as_ref().map(MemoryCap::peak_bytes),
                 direct_io: suite.direct_io,

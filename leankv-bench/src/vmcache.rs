@@ -16,6 +16,7 @@
 //! round, and the summary gives their median and range, and the geometric mean of the ratios
 //! with its 95% confidence interval.
 
+use crate::diskstats::{self, Disk, DiskReads, DiskSampler};
 use crate::engine::{DurabilityLevel, EngineKind, PoolSize, ReadPath};
 use crate::harness::{Record, Sitting};
 use crate::report::{self, Table};
@@ -26,6 +27,7 @@ use crate::workload::{Distribution, LoadOrder, Mix};
 use crate::CommonArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use leankv::ablations::PAGE_FILE;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::Command;
@@ -166,6 +168,15 @@ pub struct VersusRun {
     pub vmcache_read_mib_s: f64,
     pub leankv_page_reads_per_s: f64,
     pub leankv_peak_rss_bytes: u64,
+    /// What the device under the data did during each engine's measured seconds (reads of
+    /// anything on it; `None` where the kernel keeps no counters for it).
+    pub vmcache_device: Option<DiskReads>,
+    pub leankv_device: Option<DiskReads>,
+    /// Beyond memory, lookups: the device's random reads per second of leankv's page size
+    /// from as many threads as leankv's mean queue depth (interpolated), measured on leankv's
+    /// page file right after its run; and leankv's page reads over that.
+    pub device_reads_per_s_at_leankv_depth: Option<f64>,
+    pub leankv_reads_to_device: Option<f64>,
 }
 
 pub fn run(args: &VmcacheArgs, sitting: &Sitting) -> Result<Vec<Record<VersusRun>>> {
@@ -216,6 +227,7 @@ pub fn run(args: &VmcacheArgs, sitting: &Sitting) -> Result<Vec<Record<VersusRun
                     shape.unit(),
                     lean.per_s / vm.per_s
                 );
+                let device_at_depth = device_reference(args, sitting, shape, &lean)?;
                 let record = Record {
                     header: sitting
                         .environment
@@ -236,6 +248,11 @@ pub fn run(args: &VmcacheArgs, sitting: &Sitting) -> Result<Vec<Record<VersusRun
                         vmcache_read_mib_s: vm.read_mib_s,
                         leankv_page_reads_per_s: lean.page_reads_per_s,
                         leankv_peak_rss_bytes: lean.peak_rss_bytes,
+                        vmcache_device: vm.device,
+                        leankv_device: lean.device,
+                        device_reads_per_s_at_leankv_depth: device_at_depth,
+                        leankv_reads_to_device: device_at_depth
+                            .map(|device| lean.page_reads_per_s / device),
                     },
                 };
                 report::append(&args.common.results(), &record)?;
@@ -259,6 +276,7 @@ struct Rate {
     read_mib_s: f64,
     page_reads_per_s: f64,
     peak_rss_bytes: u64,
+    device: Option<DiskReads>,
 }
 
 /// Runs vmcache over a fresh block file in the data directory (removed afterwards): it loads
@@ -272,9 +290,12 @@ fn run_vmcache(
 ) -> Result<Rate> {
     let block = sitting.data_dir.join("vmcache.block");
     std::fs::File::create(&block).with_context(|| format!("creating {}", block.display()))?;
+    let sampler = Disk::under(&block).map(DiskSampler::start);
     let rate = measure_vmcache(args, &block, shape, threads, warmup);
+    // vmcache exits right after its measured seconds: they are the sampler's last ones.
+    let device = sampler.and_then(|sampler| sampler.last_seconds(args.duration));
     std::fs::remove_file(&block).with_context(|| format!("removing {}", block.display()))?;
-    rate
+    Ok(Rate { device, ..rate? })
 }
 
 fn measure_vmcache(
@@ -340,6 +361,7 @@ fn parse_vmcache(stdout: &str, warmup: u64) -> Result<Rate> {
         read_mib_s: read_mib / f64::from(seconds),
         page_reads_per_s: 0.0,
         peak_rss_bytes: 0,
+        device: None,
     })
 }
 
@@ -357,31 +379,7 @@ fn run_leankv(
     let results = args.common.results();
     match shape.workload {
         Workload::Lookups => {
-            let suite = Suite {
-                label: sitting.label.clone(),
-                engines: vec![EngineKind::Leankv],
-                records: shape.size,
-                value_size: 120,
-                threads: vec![threads],
-                distributions: vec![Distribution::Uniform],
-                mix: Mix::preset('c').expect("YCSB C"),
-                reads: ReadPath::Copy,
-                read_batch: usize::from(args.read_batch),
-                duration: Duration::from_secs(args.duration),
-                warmup: Duration::from_secs(warmup),
-                pool,
-                cooling: vec![0.1],
-                direct_io: args.common.direct_io,
-                memory_cap: false,
-                durability: args.durability,
-                checkpoint_every: None,
-                data_dir: sitting.data_dir.clone(),
-                results,
-                round,
-                page_size: args.page_size,
-                // vmcache loads its keys (the record indexes) in ascending order: full leaves.
-                load_order: LoadOrder::Key,
-            };
+            let suite = lookups_suite(args, sitting, shape, threads, warmup, round);
             let run = suite::run(&suite)?;
             let run = run.first().context("the suite ran nothing")?;
             Ok(Rate {
@@ -389,6 +387,7 @@ fn run_leankv(
                 read_mib_s: 0.0,
                 page_reads_per_s: run.page_reads_per_s,
                 peak_rss_bytes: run.peak_rss_bytes,
+                device: run.device,
             })
         }
         Workload::Tpcc => {
@@ -419,16 +418,100 @@ fn run_leankv(
                 read_mib_s: 0.0,
                 page_reads_per_s: run.page_reads_per_s,
                 peak_rss_bytes: run.peak_rss_bytes,
+                device: run.device,
             })
         }
     }
 }
 
+/// The `ycsb` suite that runs vmcache's lookups on leankv.
+fn lookups_suite(
+    args: &VmcacheArgs,
+    sitting: &Sitting,
+    shape: Shape,
+    threads: usize,
+    warmup: u64,
+    round: usize,
+) -> Suite {
+    let pool = PoolSize::Bytes((shape.pool_gib << 30) as usize);
+    Suite {
+        label: sitting.label.clone(),
+        engines: vec![EngineKind::Leankv],
+        records: shape.size,
+        value_size: 120,
+        threads: vec![threads],
+        distributions: vec![Distribution::Uniform],
+        mix: Mix::preset('c').expect("YCSB C"),
+        reads: ReadPath::Copy,
+        read_batch: usize::from(args.read_batch),
+        duration: Duration::from_secs(args.duration),
+        warmup: Duration::from_secs(warmup),
+        pool,
+        cooling: vec![0.1],
+        direct_io: args.common.direct_io,
+        memory_cap: false,
+        durability: args.durability,
+        checkpoint_every: None,
+        data_dir: sitting.data_dir.clone(),
+        results: args.common.results(),
+        round,
+        page_size: args.page_size,
+        // vmcache loads its keys (the record indexes) in ascending order: full leaves.
+        load_order: LoadOrder::Key,
+    }
+}
+
+/// Seconds the device is measured at each whole depth next to leankv's queue depth.
+const DEVICE_PROBE: Duration = Duration::from_secs(5);
+
+/// Beyond memory, for lookups: the device's random-read rate at the queue depth leankv's run
+/// kept (see [`diskstats::random_read_rate_at`]), on the page file of leankv's load, in pages
+/// of leankv's size.
+fn device_reference(
+    args: &VmcacheArgs,
+    sitting: &Sitting,
+    shape: Shape,
+    lean: &Rate,
+) -> Result<Option<f64>> {
+    let depth = match lean.device {
+        Some(device) if args.scenario == Scenario::Beyond && device.queue_depth > 0.0 => {
+            device.queue_depth
+        }
+        _ => return Ok(None),
+    };
+    if shape.workload != Workload::Lookups {
+        return Ok(None);
+    }
+    let suite = lookups_suite(args, sitting, shape, 1, 0, 1);
+    let pages = suite::data_paths(&suite)[0].join(PAGE_FILE);
+    info!("the device: random reads at a queue depth of {depth:.1}");
+    diskstats::random_read_rate_at(&pages, args.page_size, depth, DEVICE_PROBE).map(Some)
+}
+
 /// Every round's rates and ratio.
 fn table(records: &[Record<VersusRun>]) -> Table {
     let mut table = Table::new(&[
-        "workload", "size", "pool GiB", "threads", "round", "vmcache", "leankv", "ratio",
+        "workload",
+        "size",
+        "pool GiB",
+        "threads",
+        "round",
+        "vmcache",
+        "leankv",
+        "ratio",
+        "vmcache reads/s (depth)",
+        "leankv reads/s (depth)",
+        "device at that depth",
+        "leankv ÷ device",
     ]);
+    let device = |device: Option<DiskReads>| {
+        device.map_or("-".into(), |device| {
+            format!("{:.0} ({:.1})", device.reads_per_s, device.queue_depth)
+        })
+    };
+    let number = |value: Option<f64>, digits: usize| {
+        value.map_or("-".into(), |value| format!("{value:.digits$}"))
+    };
     for run in records {
         table.row(vec![
             format!("{:?}", run.workload).to_lowercase(),
@@ -439,6 +522,10 @@ fn table(records: &[Record<VersusRun>]) -> Table {
             format!("{:.0}", run.vmcache_per_s),
             format!("{:.0}", run.leankv_per_s),
             format!("{:.2}", run.ratio),
+            device(run.vmcache_device),
+            device(run.leankv_device),
+            number(run.device_reads_per_s_at_leankv_depth, 0),
+            number(run.leankv_reads_to_device, 2),
         ]);
     }
     table
@@ -515,6 +602,10 @@ mod tests {
                 vmcache_read_mib_s: 0.0,
                 leankv_page_reads_per_s: 0.0,
                 leankv_peak_rss_bytes: 0,
+                vmcache_device: None,
+                leankv_device: None,
+                device_reads_per_s_at_leankv_depth: None,
+                leankv_reads_to_device: None,
             },
         };
         // The machine halves its speed in round 2: the ratio stays 1.1.

@@ -1,6 +1,7 @@
 //! YCSB-style runs: load a key space, then run an operation mix for a duration on T threads,
 //! measuring throughput, latency percentiles (of every 8th operation) and page I/O.
 
+use crate::diskstats::DiskReads;
 use crate::engine::{scan_count, Engine, IoCounters, ReadPath, Table};
 use crate::harness::{self, Clock};
 use crate::report::{new_histogram, Latency};
@@ -89,6 +90,8 @@ pub struct Measurement {
     /// How much each of the engine's counters grew during the run.
     pub counters: Vec<(&'static str, u64)>,
     pub peak_rss_bytes: u64,
+    /// What the device under the data did during the run.
+    pub device: Option<DiskReads>,
 }
 
 impl Measurement {
@@ -128,6 +131,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec, next_insert: &AtomicU64) -> Resu
         io: timed.io,
         counters: timed.counters,
         peak_rss_bytes: timed.peak_rss_bytes,
+        device: timed.device,
     })
 }
 

@@ -71,12 +71,14 @@ pub use range::Range;
 pub use transaction::Transaction;
 pub use tree::Tree;
 
-/// The buffer-management policies behind the benchmarks' ablations and baselines, and the
-/// database types generic over them (feature `ablations`; not for applications).
+/// The buffer-management policies behind the benchmarks' ablations and baselines, the
+/// database types generic over them, and the page file's name (feature `ablations`; not for
+/// applications).
 #[cfg(feature = "ablations")]
 pub mod ablations {
     pub use crate::buffer::policy::*;
     pub use crate::db::Db;
+    pub use crate::open::PAGE_FILE;
     pub use crate::range::Range;
     pub use crate::tree::Tree;
 }

@@ -32,8 +32,9 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The file names in a database directory.
-pub(crate) const PAGE_FILE: &str = "leankv.pages";
+/// The page file's name in a database directory (benchmarks measure the device on it).
+pub const PAGE_FILE: &str = "leankv.pages";
+/// The log files' names in a database directory.
 pub(crate) const LOG_FILES: [&str; 2] = ["leankv.wal-0", "leankv.wal-1"];
 /// The frames of the `Mmap` baseline policy, mapped from this file.
 const POOL_FILE: &str = "pool.mmap";

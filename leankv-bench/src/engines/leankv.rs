@@ -2,6 +2,7 @@
 //! Fig. 7: hash-table translation, LRU, pessimistic latches, all three) and the baselines that
 //! keep every page in memory (`inmem`) or in an mmapped file (`mmap`).
 
+use crate::diskstats::Disk;
 use crate::engine::{DurabilityLevel, Engine, IoCounters, Operations, Setup, Table, Visit};
 use anyhow::{Context, Result};
 use leankv::ablations::{Db, Policy, Tree};
@@ -72,6 +73,8 @@ pub struct LeanEngine<P: Policy> {
     settings: String,
     /// Whether the database runs with its write-ahead log.
     logged: bool,
+    /// The device under the page file (`None` for the in-memory ones).
+    disk: Option<Disk>,
 }
 
 impl<P: Policy> LeanEngine<P> {
@@ -82,7 +85,14 @@ impl<P: Policy> LeanEngine<P> {
         if let (Some(bytes), Some(_)) = (setup.checkpoint_every, setup.durability.leankv()) {
             logging += &format!(", checkpoint every {} MiB of log", bytes >> 20);
         }
-        Self::with_db(db, setup, logging, setup.durability.leankv().is_some())
+        let disk = Disk::under(dir);
+        Self::with_db(
+            db,
+            setup,
+            logging,
+            setup.durability.leankv().is_some(),
+            disk,
+        )
     }
 
     /// The policies that never evict keep their pages in the pool alone (for `Mmap` a
@@ -104,10 +114,16 @@ impl<P: Policy> LeanEngine<P> {
             "no WAL, nothing durable (in-memory baseline: --durability {} does not apply)",
             setup.durability.name()
         );
-        Self::with_db(db, setup, logging, false)
+        Self::with_db(db, setup, logging, false, None)
     }
 
-    fn with_db(db: Db<P>, setup: &Setup, logging: String, logged: bool) -> Result<Self> {
+    fn with_db(
+        db: Db<P>,
+        setup: &Setup,
+        logging: String,
+        logged: bool,
+        disk: Option<Disk>,
+    ) -> Result<Self> {
         let trees = setup
             .tables
             .iter()
@@ -128,6 +144,7 @@ impl<P: Policy> LeanEngine<P> {
             trees,
             settings,
             logged,
+            disk,
         })
     }
 }
@@ -248,6 +265,10 @@ impl<P: Policy> Engine for LeanEngine<P> {
 
     fn settings(&self) -> String {
         self.settings.clone()
+    }
+
+    fn disk(&self) -> Option<Disk> {
+        self.disk
     }
 }
 

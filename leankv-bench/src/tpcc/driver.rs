@@ -10,6 +10,7 @@ use super::setup::{Config, SEED};
 use super::txn::{Kind, Outcome, Worker};
 use super::{check, schema};
 use crate::cgroup::{open_capped, MemoryCap};
+use crate::diskstats::DiskReads;
 use crate::engine::{counter, DurabilityLevel, Engine, EngineKind, Setup};
 use crate::engines;
 use crate::harness::{self, tempdir_in, Clock, Environment, Record, Timed};
@@ -136,6 +137,7 @@ pub(super) fn run_one(
         log_syncs_per_s: counter(&counters, "log_syncs").map(per_second),
         engine_counters: measured.counters,
         peak_rss_bytes: measured.peak_rss_bytes,
+        device: measured.device,
         memory_cap_bytes: cap.as_ref().map(|cap| cap.limit_bytes),
         cgroup_peak_bytes: cap.as_ref().map(MemoryCap::peak_bytes),
         check,
@@ -171,6 +173,7 @@ struct Measured {
     counters: BTreeMap<&'static str, u64>,
     series: Vec<Sample>,
     peak_rss_bytes: u64,
+    device: Option<DiskReads>,
 }
 
 /// Per-worker tallies.
@@ -233,6 +236,7 @@ fn measure(config: &Config, engine: &dyn Engine, dir: &Path, threads: usize) -> 
         counters: timed.counters.into_iter().collect(),
         series: timed.series,
         peak_rss_bytes: timed.peak_rss_bytes,
+        device: timed.device,
     })
 }
 

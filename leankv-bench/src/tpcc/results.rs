@@ -1,6 +1,7 @@
 //! What a TPC-C run records (per-second samples and the run's totals) and the tables printed
 //! at the end: every run, and medians over rounds.
 
+use crate::diskstats::DiskReads;
 use crate::engine::DurabilityLevel;
 use crate::harness::Record;
 use crate::report::{rate_or_dash, Latency, Table};
@@ -58,6 +59,8 @@ pub struct TpccRun {
     pub log_syncs_per_s: Option<f64>,
     pub engine_counters: BTreeMap<&'static str, u64>,
     pub peak_rss_bytes: u64,
+    /// What the device under the data did during the run (engines that report their device).
+    pub device: Option<DiskReads>,
     pub memory_cap_bytes: Option<u64>,
     pub cgroup_peak_bytes: Option<u64>,
     /// "passed", "failed" or "not run".
