@@ -174,7 +174,7 @@ pub struct VersusRun {
     pub leankv_device: Option<DiskReads>,
     /// Beyond memory, lookups: the device's random reads per second of leankv's page size
     /// from as many threads as leankv's mean queue depth (interpolated), measured on leankv's
-    /// page file right after its run; and leankv's page reads over that.
+    /// page file after the round's two runs; and leankv's page reads over that.
     pub device_reads_per_s_at_leankv_depth: Option<f64>,
     pub leankv_reads_to_device: Option<f64>,
 }
