@@ -11,8 +11,8 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -82,22 +82,18 @@ impl DiskSnapshot {
 /// Snapshots a device about once a second on a thread of its own, for a child process whose
 /// measured part is its last seconds.
 pub struct DiskSampler {
-    stop: Arc<AtomicBool>,
+    stop: mpsc::Sender<()>,
     thread: JoinHandle<Vec<DiskSnapshot>>,
 }
 
 impl DiskSampler {
     pub fn start(disk: Disk) -> DiskSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
+        let (stop, stopped) = mpsc::channel();
         let thread = std::thread::spawn(move || {
             let mut snapshots = Vec::new();
-            while !stopped.load(Ordering::Relaxed) {
+            snapshots.extend(disk.snapshot());
+            while stopped.recv_timeout(Duration::from_secs(1)) == Err(RecvTimeoutError::Timeout) {
                 snapshots.extend(disk.snapshot());
-                let next = Instant::now() + Duration::from_secs(1);
-                while !stopped.load(Ordering::Relaxed) && Instant::now() < next {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
             }
             snapshots.extend(disk.snapshot());
             snapshots
@@ -108,7 +104,7 @@ impl DiskSampler {
     /// Stops; what the device did over about the last `seconds` (from the snapshot nearest to
     /// that many seconds before the last one).
     pub fn last_seconds(self, seconds: u64) -> Option<DiskReads> {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop);
         let snapshots = self.thread.join().ok()?;
         let last = snapshots.last()?;
         let start = last.at.checked_sub(Duration::from_secs(seconds))?;
@@ -135,8 +131,11 @@ pub fn random_read_rate(
         .open(file)
         .with_context(|| format!("opening {} for direct reads", file.display()))?;
     let blocks = handle.metadata()?.len() / block as u64;
-    if blocks == 0 || depth == 0 {
+    if blocks == 0 {
         bail!("{} holds no {block}-byte block to read", file.display());
+    }
+    if depth == 0 {
+        bail!("no reader threads asked for");
     }
     let reads = AtomicU64::new(0);
     let started = Instant::now();
