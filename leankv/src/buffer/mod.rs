@@ -43,6 +43,7 @@ mod page_ids;
 pub mod policy;
 mod pool;
 mod prefetch;
+mod read_ring;
 mod stats;
 mod swip;
 mod translation;
@@ -70,8 +71,8 @@ use page_ids::PageIds;
 use parking_lot::Mutex;
 use policy::Policy;
 use pool::Pool;
+use prefetch::Prefetcher;
 pub(crate) use prefetch::ReadAhead;
-use prefetch::{Prefetcher, MAX_PREFETCH_THREADS};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -245,8 +246,7 @@ impl<P: Policy> BufferManager<P> {
             *manager.writer.lock() = Some(writer);
         }
         if manager.prefetch_depth > 0 {
-            let threads = manager.prefetch_depth.min(MAX_PREFETCH_THREADS);
-            let prefetcher = Prefetcher::start(&manager, threads)
+            let prefetcher = Prefetcher::start(&manager, manager.prefetch_depth)
                 .map_err(|e| Error::io("starting the prefetch threads", e))?;
             *manager.prefetcher.lock() = Some(prefetcher);
         }

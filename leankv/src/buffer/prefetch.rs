@@ -1,17 +1,21 @@
-//! Read-ahead for scans (paper §IV-I, "I/O prefetching") and for lookups of many keys: a small
-//! pool of I/O threads that perform reads registered in the in-flight table by
-//! [`BufferManager::prefetch`] (the next leaves of a scan) or [`BufferManager::read_ahead`]
-//! (the pages at which the descents of `Tree::get_many` stopped), so that the thread keeps
-//! working, or keeps many reads in flight, while the pages arrive. A job is a run of
-//! consecutive pages, read with one I/O (leaves of a tree loaded in key order mostly are).
+//! Read-ahead for scans (paper §IV-I, "I/O prefetching") and for lookups of many keys: reads
+//! registered in the in-flight table by [`BufferManager::prefetch`] (the next leaves of a
+//! scan) or [`BufferManager::read_ahead`] (the pages at which the descents of
+//! `Tree::get_many` stopped) are performed by an I/O thread, so that the thread keeps working,
+//! or keeps many reads in flight, while the pages arrive. A job is a run of consecutive pages,
+//! read with one I/O (leaves of a tree loaded in key order mostly are). Where the storage lends
+//! its file and the kernel allows io_uring, one thread submits every queued job at once and
+//! reaps their completions together (`read_ring.rs`); otherwise a small pool of threads
+//! performs one read each.
 //!
 //! A prefetched page lands in the cooling stage exactly like a page read on demand; the
 //! operation that reaches it finds it there (or waits on its in-flight entry) instead of
 //! reading it. The threads hold only weak references to the buffer manager. Every job is an
 //! in-flight entry other threads may wait on, so each is completed, or at least finished,
-//! before its thread lets go of it: none is dropped while queued.
+//! before its thread lets go of it: none is dropped while queued or in flight.
 
 use super::policy::Policy;
+use super::read_ring::ReadRing;
 use super::*;
 use crate::io::AlignedBuf;
 use parking_lot::{Condvar, Mutex};
@@ -37,21 +41,37 @@ pub(crate) struct Prefetcher {
 }
 
 impl Prefetcher {
-    /// Starts `threads` I/O threads for `manager`; if one cannot start, those started stop.
+    /// Starts the I/O threads for `manager`: one thread with a ring of up to
+    /// [`RING_DEPTH`] reads in flight where the storage lends its file and the kernel allows
+    /// io_uring, else `depth` threads (at most [`MAX_PREFETCH_THREADS`]) with one read each.
+    /// If a thread cannot start, those started stop.
     pub(crate) fn start<P: Policy>(
         manager: &Arc<BufferManager<P>>,
-        threads: usize,
+        depth: usize,
     ) -> std::io::Result<Prefetcher> {
         let mut prefetcher = Prefetcher {
             queue: Arc::new(Queue::default()),
-            threads: Vec::with_capacity(threads),
+            threads: Vec::new(),
+        };
+        let mut ring = manager
+            .storage
+            .file_for_batched_reads()
+            .and_then(|file| ReadRing::new(file, RING_DEPTH).ok());
+        let threads = if ring.is_some() {
+            1
+        } else {
+            depth.min(MAX_PREFETCH_THREADS)
         };
         for index in 0..threads {
             let weak = Arc::downgrade(manager);
             let queue = prefetcher.queue.clone();
+            let ring = ring.take();
             let thread = std::thread::Builder::new()
                 .name(format!("leankv-prefetch-{index}"))
-                .spawn(move || run(&weak, &queue))?;
+                .spawn(move || match ring {
+                    Some(ring) => run_ring(&weak, &queue, ring),
+                    None => run(&weak, &queue),
+                })?;
             prefetcher.threads.push(thread);
         }
         Ok(prefetcher)
@@ -103,14 +123,87 @@ fn run<P: Policy>(manager: &Weak<BufferManager<P>>, queue: &Queue) {
         };
         match manager.upgrade() {
             Some(manager) => manager.complete_prefetch(&job, &mut buffer),
-            // Nobody can use the pages any more; release whoever might wait.
-            None => job.iter().for_each(|(_, read)| read.finish()),
+            None => abandon(&job),
         }
     }
 }
 
+/// The read-ahead thread with a ring: starts every queued run it has room for with one
+/// system call, then completes the runs whose reads came back; it waits for new runs only
+/// while no read is in flight, and stops once stopped with nothing queued or in flight.
+fn run_ring<P: Policy>(
+    manager: &Weak<BufferManager<P>>,
+    queue: &Queue,
+    mut ring: ReadRing<PrefetchRun>,
+) {
+    loop {
+        let (jobs, stop) = {
+            let mut state = queue.jobs.lock();
+            while ring.in_flight() == 0 && state.pending.is_empty() && !state.stop {
+                queue.ready.wait(&mut state);
+            }
+            let take = ring.room().min(state.pending.len());
+            let jobs: Vec<PrefetchRun> = state.pending.drain(..take).collect();
+            (jobs, state.stop && state.pending.is_empty())
+        };
+        let Some(live) = manager.upgrade() else {
+            // Nobody can use the pages any more: release whoever might wait, and let the
+            // reads in flight end as the ring is dropped.
+            jobs.iter().for_each(abandon);
+            end_in_flight(ring);
+            return drain_abandoned(queue);
+        };
+        let page_size = live.page_size();
+        for job in jobs {
+            let first = job.first().map_or(0, |&(page_id, _)| page_id);
+            ring.start(first * page_size as u64, job.len() * page_size, job);
+        }
+        drop(live);
+        if stop && ring.in_flight() == 0 {
+            return;
+        }
+        let reaped = ring.reap(|job, read| match manager.upgrade() {
+            Some(manager) => manager.complete_run(&job, read),
+            None => abandon(&job),
+        });
+        if reaped.is_err() {
+            // The ring itself failed (not a read): its reads in flight can never be reaped.
+            // Their waiters are released (they read those pages themselves), and the
+            // queue's runs are read one at a time from here on.
+            ring.abandon().iter().for_each(abandon);
+            return run(manager, queue);
+        }
+    }
+}
+
+/// Ends the ring's reads, reaped while the ring works, else abandoned, and releases their
+/// entries.
+fn end_in_flight(mut ring: ReadRing<PrefetchRun>) {
+    while ring.in_flight() > 0 {
+        if ring.reap(|job, _| abandon(&job)).is_err() {
+            ring.abandon().iter().for_each(abandon);
+            return;
+        }
+    }
+}
+
+/// Releases the in-flight entries of a run nobody will read.
+fn abandon(job: &PrefetchRun) {
+    job.iter().for_each(|(_, read)| read.finish());
+}
+
+/// Releases the entries of every run still queued, once the buffer manager is gone.
+fn drain_abandoned(queue: &Queue) {
+    let pending: Vec<PrefetchRun> = queue.jobs.lock().pending.drain(..).collect();
+    pending.iter().for_each(abandon);
+}
+
 /// Most I/O threads that serve prefetch reads (each has one read outstanding).
 pub(super) const MAX_PREFETCH_THREADS: usize = 16;
+
+/// Most reads the read-ahead ring keeps in flight: every worker's batch of read-ahead
+/// (at most the depth, 32 by default) at once for a few workers; more wait in the queue.
+const RING_DEPTH: u32 = 64;
 
 /// Longest run of consecutive pages one prefetch read covers.
 const MAX_PREFETCH_RUN: usize = 32;
@@ -279,9 +372,7 @@ impl<P: Policy> BufferManager<P> {
     }
 
     /// A prefetch thread's half of [`prefetch`](Self::prefetch): reads a run of consecutive
-    /// pages with one I/O into `buffer` (grown as needed) and moves each verified page into a
-    /// frame of the cooling stage. Pages that fail are left for the scan to read (and meet the
-    /// error) itself.
+    /// pages with one I/O into `buffer` (grown as needed) and completes it.
     fn complete_prefetch(&self, run: &[(u64, Arc<InFlightRead>)], buffer: &mut AlignedBuf) {
         let Some(&(first, _)) = run.first() else {
             return;
@@ -292,10 +383,18 @@ impl<P: Policy> BufferManager<P> {
         }
         let bytes = &mut buffer[..run.len() * page_size];
         let read = self.storage.read_at(bytes, first * page_size as u64);
+        self.complete_run(run, read.map(|()| &*bytes));
+    }
+
+    /// Moves each verified page of a run's `read` into a frame of the cooling stage and ends
+    /// its in-flight entry. Pages that fail are left for the operation that needs them to
+    /// read (and meet the error) itself.
+    fn complete_run(&self, run: &[(u64, Arc<InFlightRead>)], read: std::io::Result<&[u8]>) {
+        let page_size = self.page_size();
         for (index, (page_id, in_flight)) in run.iter().enumerate() {
-            let page = &bytes[index * page_size..(index + 1) * page_size];
             let frame = match &read {
-                Ok(()) => self.obtain_frame().ok().and_then(|frame| {
+                Ok(bytes) => self.obtain_frame().ok().and_then(|frame| {
+                    let page = &bytes[index * page_size..(index + 1) * page_size];
                     // SAFETY: the frame was just taken from the free list and is published
                     // (pushed into the cooling stage by `end_read`) after this slice is dead.
                     let target = unsafe { self.pool.page_bytes_unpublished(frame) };

@@ -146,6 +146,10 @@ impl Storage for FileStorage {
         self.file.write_all_at(buf, offset)
     }
 
+    fn file_for_batched_reads(&self) -> Option<File> {
+        self.file.try_clone().ok()
+    }
+
     fn extend_to(&self, len: u64) -> Result<()> {
         if self.len()? >= len {
             return Ok(());

@@ -59,6 +59,13 @@ pub trait Storage: Send + Sync + 'static {
     }
     /// How pages reach the device (reported in `Stats`).
     fn mode(&self) -> IoMode;
+    /// A second handle on the file the pages live in, for the reads the buffer manager's
+    /// read-ahead submits in batches (io_uring) instead of one [`read_at`](Self::read_at) at
+    /// a time. `None` (the default) keeps every read on `read_at`, as a storage that keeps
+    /// its pages elsewhere or injects faults needs.
+    fn file_for_batched_reads(&self) -> Option<std::fs::File> {
+        None
+    }
 }
 
 /// How page I/O reaches the device.
