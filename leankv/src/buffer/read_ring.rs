@@ -136,6 +136,11 @@ impl<T> ReadRing<T> {
     /// Gives up the reads in flight after the ring failed: hands back what they were for and
     /// leaks their buffers, which the kernel may still write.
     pub(super) fn abandon(mut self) -> Vec<T> {
+        self.leak_in_flight()
+    }
+
+    /// Empties every slot, leaking its buffer, and returns the slots' tags.
+    fn leak_in_flight(&mut self) -> Vec<T> {
         self.free.clear();
         std::mem::take(&mut self.slots)
             .into_iter()
@@ -154,10 +159,7 @@ impl<T> Drop for ReadRing<T> {
     fn drop(&mut self) {
         while self.in_flight() > 0 {
             if self.reap(|_, _| {}).is_err() {
-                for read in std::mem::take(&mut self.slots).into_iter().flatten() {
-                    std::mem::forget(read.buffer);
-                }
-                self.free.clear();
+                self.leak_in_flight();
                 return;
             }
         }
