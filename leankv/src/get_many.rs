@@ -14,10 +14,11 @@ impl<P: Policy> Tree<P> {
     /// Each answer is what [`get_with`](Self::get_with) would have returned at some moment
     /// during the call; a key given twice may see two values if another thread writes it
     /// meanwhile. The difference is speed beyond memory: the pages of the keys not in memory
-    /// are read together by the read-ahead threads (see
-    /// [`Options::scan_prefetch`](crate::Options::scan_prefetch): up to that many pages at a
-    /// time, by at most 16 threads shared by all of the database's users), so the device works
-    /// on many reads at once instead of one. Large values are read one at a time. In memory
+    /// are read ahead together (see [`Options::scan_prefetch`](crate::Options::scan_prefetch):
+    /// up to that many pages at a time), so the device works on many reads at once instead of
+    /// one; through a long list of keys the number of reads in flight stays at that depth, as
+    /// each answered key makes room for the next key's read. Large values are read one at a
+    /// time. In memory
     /// the keys' descents are interleaved, eight at a time, so that their cache misses
     /// overlap: 1.2-1.3x the lookups per second of one `get_with` after another.
     ///

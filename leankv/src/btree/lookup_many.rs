@@ -1,9 +1,12 @@
 //! Looking up many keys at once so that their reads overlap: every key is first looked up as
-//! far as memory goes, the pages those lookups stopped at are handed to the read-ahead threads
-//! together (up to the read-ahead depth at a time: pages read ahead wait in the cooling stage,
-//! and too many would evict each other before use), and then the keys that stopped are looked
-//! up again, waiting for those reads instead of issuing them one at a time. A worker thus
-//! keeps up to as many reads in flight as it has keys missing from memory, instead of one.
+//! far as memory goes, the pages those lookups stopped at are read ahead, and the keys that
+//! stopped are looked up again later, waiting for those reads instead of issuing them one at a
+//! time. The two passes are pipelined: up to the read-ahead depth of keys wait for their pages
+//! (pages read ahead wait in the cooling stage, and too many would evict each other before
+//! use); when a group's misses would exceed it, waiting keys are answered first (those whose
+//! pages arrived, else the oldest), and the group's pages are asked for at once. A worker thus
+//! keeps a steady number of reads in flight through a long list of keys, instead of a burst
+//! that drains to nothing before the next batch of reads starts.
 //!
 //! The second lookup of a key goes all the way: if the page read ahead was an inner node, the
 //! pages below it are read on demand, so every key is answered after two passes at most. A
@@ -20,6 +23,7 @@
 
 use super::descend::copy_value;
 use super::*;
+use std::collections::VecDeque;
 
 impl<P: Policy> BTree<P> {
     /// Calls `found(index, value)` once for each of `keys` (in no particular order; `index`
@@ -32,8 +36,10 @@ impl<P: Policy> BTree<P> {
         buffer: &mut Vec<u8>,
         mut found: impl FnMut(usize, Option<&[u8]>),
     ) -> Result<()> {
-        let mut missing = Vec::new();
-        let mut targets = Vec::new();
+        // Keys whose pages were asked for, oldest first, and this group's misses.
+        let mut waiting = VecDeque::new();
+        let (mut missing, mut targets) = (Vec::new(), Vec::new());
+        let window = self.bm.prefetch_depth().max(1);
         let mut answers: [Answer; GROUP] = std::array::from_fn(|_| Answer::Alone);
         for (start, chunk) in (0..).step_by(GROUP).zip(keys.chunks(GROUP)) {
             let (mut group, mut len) = ([0; GROUP], 0);
@@ -71,15 +77,42 @@ impl<P: Policy> BTree<P> {
                     }
                 }
             }
-        }
-        let depth = self.bm.prefetch_depth().max(1);
-        for (indexes, targets) in missing.chunks(depth).zip(targets.chunks_mut(depth)) {
-            self.bm.read_ahead(targets);
-            for &index in indexes {
-                let present = self.lookup(keys[index].as_ref(), buffer)?;
-                found(index, present.then_some(&buffer[..]));
+            for (indexes, targets) in missing.chunks(window).zip(targets.chunks_mut(window)) {
+                while waiting.len() + indexes.len() > window {
+                    self.answer_waiting(keys, &mut waiting, buffer, &mut found)?;
+                }
+                let page_ids = targets.iter().map(|target| target.page_id);
+                waiting.extend(indexes.iter().copied().zip(page_ids));
+                self.bm.read_ahead(targets);
             }
+            missing.clear();
+            targets.clear();
         }
+        while !waiting.is_empty() {
+            self.answer_waiting(keys, &mut waiting, buffer, &mut found)?;
+        }
+        Ok(())
+    }
+
+    /// Answers one of the keys `waiting` for their pages (key index, page id; oldest first):
+    /// the first whose page arrived, else the oldest, waiting for its read. Reads end out of
+    /// order: answering the oldest first held the window's other keys, read already, behind
+    /// the slowest read, and kept fewer reads in flight than the window allows.
+    fn answer_waiting<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        waiting: &mut VecDeque<(usize, u64)>,
+        buffer: &mut Vec<u8>,
+        found: &mut impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        let arrived = self
+            .bm
+            .first_not_in_flight(waiting.iter().map(|&(_, page_id)| page_id));
+        let Some((index, _)) = waiting.remove(arrived.unwrap_or(0)) else {
+            return Ok(());
+        };
+        let present = self.lookup(keys[index].as_ref(), buffer)?;
+        found(index, present.then_some(&buffer[..]));
         Ok(())
     }
 

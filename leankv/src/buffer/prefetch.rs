@@ -325,6 +325,18 @@ impl<P: Policy> BufferManager<P> {
         self.submit_runs(runs);
     }
 
+    /// The position of the first of `page_ids` not being read (read ahead and arrived, or
+    /// never read ahead), if any: whose key a lookup of many can answer without waiting.
+    pub(crate) fn first_not_in_flight(
+        &self,
+        page_ids: impl IntoIterator<Item = u64>,
+    ) -> Option<usize> {
+        let stage = self.cooling.lock();
+        page_ids
+            .into_iter()
+            .position(|page_id| stage.in_flight(page_id).is_none())
+    }
+
     /// Whether `page_id` is in the cooling stage or being read: read-ahead skips it.
     #[cfg(test)]
     pub(crate) fn cooling_or_in_flight(&self, page_id: u64) -> bool {

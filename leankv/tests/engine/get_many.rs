@@ -28,9 +28,9 @@ fn parse(value: &[u8]) -> (u64, u64) {
 
 /// With a pool of 48 small pages and ~600 leaves, nearly every batch meets leaves on disk:
 /// they are read ahead together (the read-ahead threads count them), a few at a time (a batch
-/// holds more keys than the cooling stage has room for: no page read ahead is evicted before
-/// its key uses it, so no page is read twice for one batch), and every answer matches the
-/// map, absent keys and repeated keys included.
+/// holds more keys than the cooling stage has room for, some batches hundreds more: no page
+/// read ahead is evicted before its key uses it, so no page is read twice for one batch), and
+/// every answer matches the map, absent keys and repeated keys included.
 #[test]
 fn batches_beyond_memory_match_a_map_and_are_read_ahead() {
     batches_beyond_memory(small(48), true);
@@ -55,9 +55,12 @@ fn batches_beyond_memory(options: leankv::Options, read_ahead: bool) {
     let mut looked_up = 0;
     let mut rng = fastrand::Rng::with_seed(5);
     for batch in 0..300 {
-        let mut keys: Vec<Vec<u8>> = (0..rng.usize(1..=32))
-            .map(|_| key(rng.u64(..60_000)))
-            .collect();
+        let len = if batch % 10 == 0 {
+            rng.usize(200..=600)
+        } else {
+            rng.usize(1..=32)
+        };
+        let mut keys: Vec<Vec<u8>> = (0..len).map(|_| key(rng.u64(..60_000))).collect();
         if batch % 3 == 0 {
             keys.push(keys[0].clone());
         }
