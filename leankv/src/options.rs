@@ -129,9 +129,9 @@ impl Options {
     /// with every leaf it crosses, so short scans do not read pages they never use. Also the
     /// most pages [`Tree::get_many`](crate::Tree::get_many) reads ahead at a time. Both are
     /// capped at half the cooling stage (pages read ahead wait there). The reads are
-    /// submitted in batches by one I/O thread through io_uring where the kernel allows it,
-    /// else performed by as many I/O threads as the capped depth, at most 16; with 0,
-    /// `get_many` reads one page at a time as `get` does.
+    /// submitted in batches through io_uring where the kernel allows it (the threads that
+    /// wait for the pages take the completions), else performed by as many I/O threads as the
+    /// capped depth, at most 16; with 0, `get_many` reads one page at a time as `get` does.
     pub fn scan_prefetch(mut self, leaves: usize) -> Self {
         self.scan_prefetch = leaves;
         self

@@ -160,7 +160,7 @@ impl<P: Policy> BufferManager<P> {
             }
             if let Some(read) = stage.in_flight(page_id) {
                 drop(stage);
-                read.wait();
+                self.wait_for_read(&read);
                 continue;
             }
             if stage.is_resident(page_id) {

@@ -41,6 +41,10 @@ impl InFlightRead {
         }
     }
 
+    pub(crate) fn is_done(&self) -> bool {
+        *self.done.lock()
+    }
+
     pub(crate) fn finish(&self) {
         *self.done.lock() = true;
         self.finished.notify_all();

@@ -59,7 +59,7 @@ impl<P: Policy> BufferManager<P> {
         if let Some(read) = stage.in_flight(page_id) {
             drop((stage, shard, guard));
             self.count(Counter::ReadWaits, 1);
-            read.wait();
+            self.wait_for_read(&read);
             return Ok(());
         }
         if stage.is_resident(page_id) {
@@ -175,6 +175,9 @@ impl<P: Policy> BufferManager<P> {
         }
         drop(stage);
         read.finish();
+        if let Some(ring) = &self.ring_reads {
+            ring.notify();
+        }
     }
 
     /// Reads page `page_id` into a free frame, verifies it and returns the frame, latched by

@@ -44,6 +44,7 @@ pub mod policy;
 mod pool;
 mod prefetch;
 mod read_ring;
+mod ring_reads;
 mod stats;
 mod swip;
 mod translation;
@@ -73,6 +74,7 @@ use policy::Policy;
 use pool::Pool;
 use prefetch::Prefetcher;
 pub(crate) use prefetch::ReadAhead;
+use ring_reads::RingReads;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -156,6 +158,9 @@ pub(crate) struct BufferManager<P: Policy> {
     closed: AtomicBool,
     writer: Mutex<Option<BackgroundWriter>>,
     prefetcher: Mutex<Option<Prefetcher>>,
+    /// Read-ahead through io_uring, where the storage lends its file and the kernel allows
+    /// it; else the prefetcher's threads read.
+    ring_reads: Option<RingReads>,
     prefetch_depth: usize,
     /// Resident hot pages by page id (only without swizzling).
     translation: TranslationTable,
@@ -201,6 +206,17 @@ impl<P: Policy> BufferManager<P> {
         let cooling_target = ((frames as f64 * cooling_fraction) as usize)
             .max(eviction_batch * 2)
             .min(frames / 2);
+        // Prefetched pages wait in the cooling stage: more than half of it would evict them
+        // before the scan arrives.
+        let prefetch_depth = if P::EVICTS {
+            config.prefetch_depth.min(cooling_target / 2)
+        } else {
+            0
+        };
+        let ring_reads = (prefetch_depth > 0)
+            .then(|| storage.file_for_batched_reads())
+            .flatten()
+            .and_then(RingReads::new);
         let manager = Arc::new(BufferManager {
             pool,
             storage,
@@ -219,13 +235,8 @@ impl<P: Policy> BufferManager<P> {
             closed: AtomicBool::new(false),
             writer: Mutex::new(None),
             prefetcher: Mutex::new(None),
-            // Prefetched pages wait in the cooling stage: more than half of it would evict
-            // them before the scan arrives.
-            prefetch_depth: if P::EVICTS {
-                config.prefetch_depth.min(cooling_target / 2)
-            } else {
-                0
-            },
+            ring_reads,
+            prefetch_depth,
             translation: if P::SWIZZLING {
                 TranslationTable::unused()
             } else {
@@ -245,7 +256,7 @@ impl<P: Policy> BufferManager<P> {
                 .map_err(|e| Error::io("starting the background writer", e))?;
             *manager.writer.lock() = Some(writer);
         }
-        if manager.prefetch_depth > 0 {
+        if manager.prefetch_depth > 0 && manager.ring_reads.is_none() {
             let prefetcher = Prefetcher::start(&manager, manager.prefetch_depth)
                 .map_err(|e| Error::io("starting the prefetch threads", e))?;
             *manager.prefetcher.lock() = Some(prefetcher);

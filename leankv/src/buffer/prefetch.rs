@@ -1,11 +1,11 @@
 //! Read-ahead for scans (paper §IV-I, "I/O prefetching") and for lookups of many keys: reads
 //! registered in the in-flight table by [`BufferManager::prefetch`] (the next leaves of a
 //! scan) or [`BufferManager::read_ahead`] (the pages at which the descents of
-//! `Tree::get_many` stopped) are performed by an I/O thread, so that the thread keeps working,
+//! `Tree::get_many` stopped) are performed asynchronously, so that the thread keeps working,
 //! or keeps many reads in flight, while the pages arrive. A job is a run of consecutive pages,
 //! read with one I/O (leaves of a tree loaded in key order mostly are). Where the storage lends
-//! its file and the kernel allows io_uring, one thread submits every queued job at once and
-//! reaps their completions together (`read_ring.rs`); otherwise a small pool of threads
+//! its file and the kernel allows io_uring, the runs go to one shared ring, reaped by the
+//! threads that wait for its pages (`ring_reads.rs`); otherwise a small pool of threads
 //! performs one read each.
 //!
 //! A prefetched page lands in the cooling stage exactly like a page read on demand; the
@@ -15,7 +15,6 @@
 //! before its thread lets go of it: none is dropped while queued or in flight.
 
 use super::policy::Policy;
-use super::read_ring::ReadRing;
 use super::*;
 use crate::io::AlignedBuf;
 use parking_lot::{Condvar, Mutex};
@@ -41,10 +40,8 @@ pub(crate) struct Prefetcher {
 }
 
 impl Prefetcher {
-    /// Starts the I/O threads for `manager`: one thread with a ring of up to
-    /// [`RING_DEPTH`] reads in flight where the storage lends its file and the kernel allows
-    /// io_uring, else `depth` threads (at most [`MAX_PREFETCH_THREADS`]) with one read each.
-    /// If a thread cannot start, those started stop.
+    /// Starts `depth` I/O threads (at most [`MAX_PREFETCH_THREADS`]) for `manager`, each
+    /// with one read at a time. If a thread cannot start, those started stop.
     pub(crate) fn start<P: Policy>(
         manager: &Arc<BufferManager<P>>,
         depth: usize,
@@ -53,25 +50,12 @@ impl Prefetcher {
             queue: Arc::new(Queue::default()),
             threads: Vec::new(),
         };
-        let mut ring = manager
-            .storage
-            .file_for_batched_reads()
-            .and_then(|file| ReadRing::new(file, RING_DEPTH).ok());
-        let threads = if ring.is_some() {
-            1
-        } else {
-            depth.min(MAX_PREFETCH_THREADS)
-        };
-        for index in 0..threads {
+        for index in 0..depth.min(MAX_PREFETCH_THREADS) {
             let weak = Arc::downgrade(manager);
             let queue = prefetcher.queue.clone();
-            let ring = ring.take();
             let thread = std::thread::Builder::new()
                 .name(format!("leankv-prefetch-{index}"))
-                .spawn(move || match ring {
-                    Some(ring) => run_ring(&weak, &queue, ring),
-                    None => run(&weak, &queue),
-                })?;
+                .spawn(move || run(&weak, &queue))?;
             prefetcher.threads.push(thread);
         }
         Ok(prefetcher)
@@ -128,82 +112,13 @@ fn run<P: Policy>(manager: &Weak<BufferManager<P>>, queue: &Queue) {
     }
 }
 
-/// The read-ahead thread with a ring: starts every queued run it has room for with one
-/// system call, then completes the runs whose reads came back; it waits for new runs only
-/// while no read is in flight, and stops once stopped with nothing queued or in flight.
-fn run_ring<P: Policy>(
-    manager: &Weak<BufferManager<P>>,
-    queue: &Queue,
-    mut ring: ReadRing<PrefetchRun>,
-) {
-    loop {
-        let (jobs, stop) = {
-            let mut state = queue.jobs.lock();
-            while ring.in_flight() == 0 && state.pending.is_empty() && !state.stop {
-                queue.ready.wait(&mut state);
-            }
-            let take = ring.room().min(state.pending.len());
-            let jobs: Vec<PrefetchRun> = state.pending.drain(..take).collect();
-            (jobs, state.stop && state.pending.is_empty())
-        };
-        let Some(live) = manager.upgrade() else {
-            // Nobody can use the pages any more: release whoever might wait, and let the
-            // reads in flight end as the ring is dropped.
-            jobs.iter().for_each(abandon);
-            end_in_flight(ring);
-            return drain_abandoned(queue);
-        };
-        let page_size = live.page_size();
-        for job in jobs {
-            let first = job.first().map_or(0, |&(page_id, _)| page_id);
-            ring.start(first * page_size as u64, job.len() * page_size, job);
-        }
-        drop(live);
-        if stop && ring.in_flight() == 0 {
-            return;
-        }
-        let reaped = ring.reap(|job, read| match manager.upgrade() {
-            Some(manager) => manager.complete_run(&job, read),
-            None => abandon(&job),
-        });
-        if reaped.is_err() {
-            // The ring itself failed (not a read): its reads in flight can never be reaped.
-            // Their waiters are released (they read those pages themselves), and the
-            // queue's runs are read one at a time from here on.
-            ring.abandon().iter().for_each(abandon);
-            return run(manager, queue);
-        }
-    }
-}
-
-/// Ends the ring's reads, reaped while the ring works, else abandoned, and releases their
-/// entries.
-fn end_in_flight(mut ring: ReadRing<PrefetchRun>) {
-    while ring.in_flight() > 0 {
-        if ring.reap(|job, _| abandon(&job)).is_err() {
-            ring.abandon().iter().for_each(abandon);
-            return;
-        }
-    }
-}
-
 /// Releases the in-flight entries of a run nobody will read.
 fn abandon(job: &PrefetchRun) {
     job.iter().for_each(|(_, read)| read.finish());
 }
 
-/// Releases the entries of every run still queued, once the buffer manager is gone.
-fn drain_abandoned(queue: &Queue) {
-    let pending: Vec<PrefetchRun> = queue.jobs.lock().pending.drain(..).collect();
-    pending.iter().for_each(abandon);
-}
-
 /// Most I/O threads that serve prefetch reads (each has one read outstanding).
 pub(super) const MAX_PREFETCH_THREADS: usize = 16;
-
-/// Most reads the read-ahead ring keeps in flight: every worker's batch of read-ahead
-/// (at most the depth, 32 by default) at once for a few workers; more wait in the queue.
-const RING_DEPTH: u32 = 64;
 
 /// Longest run of consecutive pages one prefetch read covers.
 const MAX_PREFETCH_RUN: usize = 32;
@@ -366,11 +281,14 @@ impl<P: Policy> BufferManager<P> {
             .is_some_and(|shard| shard.contains_key(&page_id))
     }
 
-    /// Hands registered reads to the I/O threads, or, shut down meanwhile, completes them
-    /// here: a registered read must end.
+    /// Hands registered reads to the ring or the I/O threads, or, shut down meanwhile,
+    /// completes them here: a registered read must end.
     fn submit_runs(&self, runs: Vec<PrefetchRun>) {
         if runs.is_empty() {
             return;
+        }
+        if let Some(ring) = &self.ring_reads {
+            return self.start_on_ring(ring, runs);
         }
         let runs = match &*self.prefetcher.lock() {
             Some(prefetcher) => return prefetcher.submit(runs),
@@ -401,7 +319,11 @@ impl<P: Policy> BufferManager<P> {
     /// Moves each verified page of a run's `read` into a frame of the cooling stage and ends
     /// its in-flight entry. Pages that fail are left for the operation that needs them to
     /// read (and meet the error) itself.
-    fn complete_run(&self, run: &[(u64, Arc<InFlightRead>)], read: std::io::Result<&[u8]>) {
+    pub(super) fn complete_run(
+        &self,
+        run: &[(u64, Arc<InFlightRead>)],
+        read: std::io::Result<&[u8]>,
+    ) {
         let page_size = self.page_size();
         for (index, (page_id, in_flight)) in run.iter().enumerate() {
             let frame = match &read {

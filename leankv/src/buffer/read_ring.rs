@@ -1,7 +1,12 @@
-//! Reads submitted in batches through io_uring, for the read-ahead thread (`prefetch.rs`): a
-//! batch of reads costs one system call to submit and the completions are reaped together,
-//! where one thread per read in flight paid a hand-off, a `pread` and a wake-up for each (on
-//! the 2-vCPU guests ~24 us of CPU per page read with the threads, ~14 with the ring).
+//! Reads submitted in batches through io_uring, for read-ahead (`ring_reads.rs`): a batch of
+//! reads costs one system call to submit and the completions are reaped together, where one
+//! thread per read in flight paid a hand-off, a `pread` and a wake-up for each (on the 2-vCPU
+//! guests ~24 us of CPU per page read with the threads, ~14 with the ring).
+//!
+//! The ring is shared: any thread starts reads (the submission queue and the slots are behind
+//! one mutex, held only to push or take entries), and one thread at a time reaps (the
+//! completion queue's only consumer, while it holds `reaping`), blocking in the kernel
+//! without holding the slots' mutex, so reads started meanwhile go out at once.
 //!
 //! A read goes into a buffer the ring owns until its completion is reaped, so no caller's
 //! memory is ever the target of a read the kernel still performs. The ring reads its own
@@ -13,6 +18,7 @@
 
 use crate::io::AlignedBuf;
 use io_uring::{opcode, types, IoUring};
+use parking_lot::Mutex;
 use std::fs::File;
 use std::io::{Error, ErrorKind, Result};
 use std::os::fd::AsRawFd;
@@ -24,12 +30,21 @@ struct InFlight<T> {
     tag: T,
 }
 
+/// The reads in flight by slot (an entry's user data; `None` is free).
+struct Slots<T> {
+    reads: Vec<Option<InFlight<T>>>,
+    free: Vec<usize>,
+}
+
 pub(super) struct ReadRing<T> {
     ring: IoUring,
     file: File,
-    /// Slots by index (an entry's user data); `None` is free.
-    slots: Vec<Option<InFlight<T>>>,
-    free: Vec<usize>,
+    /// Taken to push submissions and to fill or empty slots; never across a system call
+    /// that waits.
+    slots: Mutex<Slots<T>>,
+    /// Held by the thread reaping completions: the completion queue's one consumer. `true`
+    /// once the ring was abandoned: nothing is reaped after.
+    reaping: Mutex<bool>,
 }
 
 impl<T> ReadRing<T> {
@@ -41,37 +56,40 @@ impl<T> ReadRing<T> {
         Ok(ReadRing {
             ring,
             file,
-            slots: (0..depth).map(|_| None).collect(),
-            free: (0..depth).rev().collect(),
+            slots: Mutex::new(Slots {
+                reads: (0..depth).map(|_| None).collect(),
+                free: (0..depth).rev().collect(),
+            }),
+            reaping: Mutex::new(false),
         })
-    }
-
-    /// Reads that may still be started before the ring is full.
-    pub(super) fn room(&self) -> usize {
-        self.free.len()
     }
 
     /// Reads started and not yet reaped.
     pub(super) fn in_flight(&self) -> usize {
-        self.slots.len() - self.free.len()
+        let slots = self.slots.lock();
+        slots.reads.len() - slots.free.len()
     }
 
-    /// Queues a read of `len` bytes at `offset` (both multiples of the direct I/O alignment),
-    /// submitted by the next [`reap`](Self::reap). The caller checks [`room`](Self::room).
-    pub(super) fn start(&mut self, offset: u64, len: usize, tag: T) {
-        let slot = self.free.pop().expect("the caller checks the ring's room");
-        let read = InFlight {
+    /// Queues a read of `len` bytes at `offset` (both multiples of the direct I/O alignment)
+    /// for the next [`submit`](Self::submit) or [`reap`](Self::reap); gives `tag` back if
+    /// every slot is in use.
+    pub(super) fn start(&self, offset: u64, len: usize, tag: T) -> std::result::Result<(), T> {
+        let mut slots = self.slots.lock();
+        let Some(slot) = slots.free.pop() else {
+            return Err(tag);
+        };
+        slots.reads[slot] = Some(InFlight {
             buffer: AlignedBuf::new(len),
             offset,
             tag,
-        };
-        self.slots[slot] = Some(read);
-        self.queue(slot);
+        });
+        self.queue(&mut slots, slot);
+        Ok(())
     }
 
     /// Puts the read of `slot` on the submission queue (again, after an interrupted one).
-    fn queue(&mut self, slot: usize) {
-        let read = self.slots[slot]
+    fn queue(&self, slots: &mut Slots<T>, slot: usize) {
+        let read = slots.reads[slot]
             .as_mut()
             .expect("a queued slot holds its read");
         let entry = opcode::Read::new(
@@ -82,44 +100,71 @@ impl<T> ReadRing<T> {
         .offset(read.offset)
         .build()
         .user_data(slot as u64);
-        // SAFETY: the buffer lives in `self.slots[slot]`, which is neither dropped nor
-        // reused until this read's completion is reaped (`reap`, `Drop`), and its heap
-        // memory does not move with the slot; `self.file` outlives the ring's reads the
-        // same way. The submission queue has room: it holds at most one entry per slot.
-        let pushed = unsafe { self.ring.submission().push(&entry) };
+        // SAFETY: the submission queue is pushed only here, under the slots' mutex (held by
+        // the caller), so no other `SubmissionQueue` exists meanwhile. The buffer lives in
+        // `slots.reads[slot]`, which is neither dropped nor reused until this read's
+        // completion is reaped (`reap`, `Drop`), and its heap memory does not move with the
+        // slot; `self.file` outlives the ring's reads the same way. The queue has room: it
+        // holds at most one entry per slot.
+        let pushed = unsafe { self.ring.submission_shared().push(&entry) };
         pushed.expect("the submission queue holds an entry per slot");
     }
 
-    /// Submits the queued reads, waits until at least one read has completed (if any is in
-    /// flight), and hands each completed read to `complete` with its bytes, or the error it
-    /// met (a short read is an `UnexpectedEof`). An error here is the ring's own: the reads
-    /// in flight stay in flight.
-    pub(super) fn reap(&mut self, mut complete: impl FnMut(T, Result<&[u8]>)) -> Result<()> {
-        if self.in_flight() == 0 {
-            return Ok(());
-        }
+    /// Hands the queued reads to the kernel without waiting.
+    pub(super) fn submit(&self) -> Result<()> {
         loop {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => break,
-                Err(error)
-                    if matches!(error.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
+            match self.ring.submit() {
+                Ok(_) => return Ok(()),
+                Err(error) if is_transient(&error) => {}
                 Err(error) => return Err(error),
             }
         }
-        let done: Vec<(usize, i32)> = self
-            .ring
-            .completion()
+    }
+
+    /// If no other thread is reaping: submits the queued reads, waits until at least one
+    /// read has completed (if any is in flight), and hands each completed read to
+    /// `complete` with its bytes, or the error it met (a short read is an `UnexpectedEof`).
+    /// `Ok(None)` if another thread reaps, else how many reads it completed. An error here
+    /// is the ring's own: the reads in flight stay in flight.
+    pub(super) fn reap(&self, mut complete: impl FnMut(T, Result<&[u8]>)) -> Result<Option<usize>> {
+        let Some(abandoned) = self.reaping.try_lock() else {
+            return Ok(None);
+        };
+        if *abandoned {
+            return Ok(Some(0));
+        }
+        let want = usize::from(self.in_flight() > 0);
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => break,
+                Err(error) if is_transient(&error) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        // SAFETY: the completion queue is read only here, under `reaping`, so no other
+        // `CompletionQueue` exists meanwhile.
+        let done: Vec<(usize, i32)> = unsafe { self.ring.completion_shared() }
             .map(|entry| (entry.user_data() as usize, entry.result()))
             .collect();
-        for (slot, result) in done {
-            if result == -libc::EINTR || result == -libc::EAGAIN {
-                self.queue(slot);
-                continue;
+        // Every completed read leaves its slot before any is handed on, so that a panic in
+        // `complete` cannot strand a read whose completion was consumed.
+        let mut completed = Vec::with_capacity(done.len());
+        {
+            let mut slots = self.slots.lock();
+            for (slot, result) in done {
+                if result == -libc::EINTR || result == -libc::EAGAIN {
+                    self.queue(&mut slots, slot);
+                    continue;
+                }
+                let read = slots.reads[slot]
+                    .take()
+                    .expect("a completion names a slot in flight");
+                slots.free.push(slot);
+                completed.push((read, result));
             }
-            let read = self.slots[slot]
-                .take()
-                .expect("a completion names a slot in flight");
-            self.free.push(slot);
+        }
+        let count = completed.len();
+        for (read, result) in completed {
             let outcome = match result {
                 error if error < 0 => Err(Error::from_raw_os_error(-error)),
                 n if n as usize == read.buffer.len() => Ok(&read.buffer[..]),
@@ -130,19 +175,17 @@ impl<T> ReadRing<T> {
             };
             complete(read.tag, outcome);
         }
-        Ok(())
+        Ok(Some(count))
     }
 
     /// Gives up the reads in flight after the ring failed: hands back what they were for and
-    /// leaks their buffers, which the kernel may still write.
-    pub(super) fn abandon(mut self) -> Vec<T> {
-        self.leak_in_flight()
-    }
-
-    /// Empties every slot, leaking its buffer, and returns the slots' tags.
-    fn leak_in_flight(&mut self) -> Vec<T> {
-        self.free.clear();
-        std::mem::take(&mut self.slots)
+    /// leaks their buffers, which the kernel may still write. Waits for a round of reaping
+    /// under way; nothing is reaped afterwards.
+    pub(super) fn abandon(&self) -> Vec<T> {
+        *self.reaping.lock() = true;
+        let mut slots = self.slots.lock();
+        slots.free.clear();
+        std::mem::take(&mut slots.reads)
             .into_iter()
             .flatten()
             .map(|read| {
@@ -153,13 +196,18 @@ impl<T> ReadRing<T> {
     }
 }
 
+/// An interruption of the system call itself, to be retried.
+fn is_transient(error: &Error) -> bool {
+    matches!(error.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock)
+}
+
 impl<T> Drop for ReadRing<T> {
     /// Waits for the reads in flight; if the ring fails meanwhile, leaks their buffers (the
     /// kernel may still write them) instead of freeing them.
     fn drop(&mut self) {
         while self.in_flight() > 0 {
             if self.reap(|_, _| {}).is_err() {
-                self.leak_in_flight();
+                self.abandon();
                 return;
             }
         }
@@ -186,14 +234,15 @@ mod tests {
     #[test]
     fn a_batch_of_reads_completes_each_with_its_own_bytes() {
         let bytes: Vec<u8> = (0..16 * 4096).map(|i| (i / 4096) as u8).collect();
-        let Some((_dir, mut ring)) = ring_over(&bytes) else {
+        let Some((_dir, ring)) = ring_over(&bytes) else {
             return;
         };
-        for page in [3usize, 0, 15, 7, 8] {
-            ring.start(page as u64 * 4096, 4096, page);
+        for page in [3usize, 0, 15, 7, 8, 9] {
+            let len = if page == 9 { 2 * 4096 } else { 4096 };
+            assert!(ring.start(page as u64 * 4096, len, page).is_ok());
         }
-        ring.start(9 * 4096, 2 * 4096, 9);
-        assert_eq!(ring.room(), 2);
+        assert_eq!(ring.in_flight(), 6);
+        ring.submit().unwrap();
         let mut seen = Vec::new();
         while ring.in_flight() > 0 {
             ring.reap(|page, read| {
@@ -206,17 +255,17 @@ mod tests {
         }
         seen.sort_unstable();
         assert_eq!(seen, [0, 3, 7, 8, 9, 15]);
-        assert_eq!(ring.room(), 8);
+        assert_eq!(ring.in_flight(), 0);
     }
 
     #[test]
     fn a_read_past_the_end_is_an_error_and_the_others_complete() {
-        let Some((_dir, mut ring)) = ring_over(&[1u8; 2 * 4096]) else {
+        let Some((_dir, ring)) = ring_over(&[1u8; 2 * 4096]) else {
             return;
         };
-        ring.start(4096, 4096, 1);
-        ring.start(4096, 2 * 4096, 2);
-        ring.start(8 * 4096, 4096, 8);
+        for (offset, len, tag) in [(4096, 4096, 1), (4096, 2 * 4096, 2), (8 * 4096, 4096, 8)] {
+            assert!(ring.start(offset, len, tag).is_ok());
+        }
         let mut outcomes = Vec::new();
         while ring.in_flight() > 0 {
             ring.reap(|tag, read| {
@@ -237,12 +286,17 @@ mod tests {
 
     #[test]
     fn dropping_a_ring_waits_for_its_reads() {
-        let Some((_dir, mut ring)) = ring_over(&[2u8; 8 * 4096]) else {
+        let Some((_dir, ring)) = ring_over(&[2u8; 8 * 4096]) else {
             return;
         };
         for page in 0..8 {
-            ring.start(page * 4096, 4096, page as usize);
+            assert!(ring.start(page * 4096, 4096, page as usize).is_ok());
         }
+        assert_eq!(
+            ring.start(0, 4096, 9),
+            Err(9),
+            "a full ring gives the read back"
+        );
         ring.reap(|_, read| assert!(read.is_ok())).unwrap();
         drop(ring);
     }

@@ -32,7 +32,14 @@ struct Fixture {
     root: FrameId,
 }
 
-fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferManager<Lean>> {
+mod ring;
+
+fn manager(
+    storage: Arc<dyn Storage>,
+    frames: u32,
+    writer: bool,
+    prefetch_depth: usize,
+) -> Arc<BufferManager<Lean>> {
     let config = BufferConfig {
         page_size: PAGE,
         frames,
@@ -40,7 +47,7 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
         prefault: false,
         background_writer: writer,
         pool_file: None,
-        prefetch_depth: 0,
+        prefetch_depth,
         generation: 1,
     };
     BufferManager::new(
@@ -62,7 +69,18 @@ fn manager(storage: Arc<dyn Storage>, frames: u32, writer: bool) -> Arc<BufferMa
 
 impl Fixture {
     fn new(storage: Arc<dyn Storage>, frames: u32, child_count: u64, writer: bool) -> Fixture {
-        let bm = manager(storage, frames, writer);
+        Fixture::reading_ahead(storage, frames, child_count, writer, 0)
+    }
+
+    /// A fixture whose buffer manager reads ahead up to `prefetch_depth` pages at a time.
+    fn reading_ahead(
+        storage: Arc<dyn Storage>,
+        frames: u32,
+        child_count: u64,
+        writer: bool,
+        prefetch_depth: usize,
+    ) -> Fixture {
+        let bm = manager(storage, frames, writer, prefetch_depth);
         let root = bm
             .run(|_| Ok(bm.allocate_page(PageType::BTreeInner, None)?.0))
             .unwrap();
