@@ -12,7 +12,8 @@
 //! operation that reaches it finds it there (or waits on its in-flight entry) instead of
 //! reading it. The threads hold only weak references to the buffer manager. Every job is an
 //! in-flight entry other threads may wait on, so each is completed, or at least finished,
-//! before its thread lets go of it: none is dropped while queued or in flight.
+//! before its thread lets go of it: none is dropped while queued or in flight (the ring's
+//! runs are dropped only with the buffer manager, when nobody can wait on them).
 
 use super::policy::Policy;
 use super::*;
