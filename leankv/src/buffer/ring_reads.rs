@@ -13,12 +13,14 @@
 //!
 //! Only a waiter reaps: completing a read takes a frame, which may evict, and read-ahead is
 //! asked for from inside epochs and under latches. Completions nobody waits for (pages a scan
-//! read ahead and left) hold their slots until the next waiter takes them. Runs that find every slot in use wait in `pending` and
-//! are started by whoever reaps next. If the ring fails, its reads are abandoned and later
-//! runs end unread: their waiters read the pages themselves, one at a time.
+//! read ahead and left) hold their slots until the next waiter takes them. Runs that find
+//! every slot in use wait in `pending` and are started by whoever reaps next. If the ring
+//! fails, its reads are abandoned and later runs end unread: their waiters read the pages
+//! themselves, one at a time.
 //!
-//! *Invariant:* every run handed to the ring ends (completed, or abandoned with its in-flight
-//! entries ended), since any thread waiting on one of its pages reaps until it does.
+//! *Invariant:* every run a thread waits on ends (completed, or abandoned with its in-flight
+//! entries ended), since a waiter reaps, or another reaps for it, until it does; runs nobody
+//! waits on may stay in flight or pending until the buffer manager drops them.
 
 use super::policy::Policy;
 use super::prefetch::PrefetchRun;
