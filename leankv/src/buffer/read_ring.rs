@@ -112,10 +112,17 @@ impl<T> ReadRing<T> {
 
     /// Hands the queued reads to the kernel without waiting.
     pub(super) fn submit(&self) -> Result<()> {
+        self.submit_and_wait(0)
+    }
+
+    /// Hands the queued reads to the kernel and waits for `want` completions, retrying
+    /// interruptions of the system call itself.
+    fn submit_and_wait(&self, want: usize) -> Result<()> {
         loop {
-            match self.ring.submit() {
+            match self.ring.submit_and_wait(want) {
                 Ok(_) => return Ok(()),
-                Err(error) if is_transient(&error) => {}
+                Err(error)
+                    if matches!(error.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
                 Err(error) => return Err(error),
             }
         }
@@ -133,14 +140,7 @@ impl<T> ReadRing<T> {
         if *abandoned {
             return Ok(Some(0));
         }
-        let want = usize::from(self.in_flight() > 0);
-        loop {
-            match self.ring.submit_and_wait(want) {
-                Ok(_) => break,
-                Err(error) if is_transient(&error) => {}
-                Err(error) => return Err(error),
-            }
-        }
+        self.submit_and_wait(usize::from(self.in_flight() > 0))?;
         // SAFETY: the completion queue is read only here, under `reaping`, so no other
         // `CompletionQueue` exists meanwhile.
         let done: Vec<(usize, i32)> = unsafe { self.ring.completion_shared() }
@@ -194,11 +194,6 @@ impl<T> ReadRing<T> {
             })
             .collect()
     }
-}
-
-/// An interruption of the system call itself, to be retried.
-fn is_transient(error: &Error) -> bool {
-    matches!(error.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock)
 }
 
 impl<T> Drop for ReadRing<T> {
