@@ -166,18 +166,17 @@ impl CoolingStage {
         }
     }
 
-    /// Up to `limit` frames from the old end, oldest first.
-    pub(crate) fn oldest_frames(&self, pool: &Pool, limit: usize) -> Vec<FrameId> {
-        let mut frames = Vec::with_capacity(limit.min(self.len()));
-        let mut cursor = self.oldest;
-        while let Some(frame) = cursor {
-            if frames.len() == limit {
-                break;
-            }
-            frames.push(frame);
-            cursor = unlink(pool.frame(frame).fifo_next.load(Ordering::Relaxed));
-        }
-        frames
+    /// The oldest cooling frame (the next to evict), if any.
+    pub(crate) fn oldest(&self) -> Option<FrameId> {
+        self.oldest
+    }
+
+    /// The cooling frame pushed after `frame` (toward the young end). Read it before removing
+    /// `frame`: a walk from the old end that evicts as it goes visits only the frames it
+    /// decides on (collecting a batch's candidates first visited four frame headers, each a
+    /// cache miss, per frame freed).
+    pub(crate) fn younger_than(&self, pool: &Pool, frame: FrameId) -> Option<FrameId> {
+        unlink(pool.frame(frame).fifo_next.load(Ordering::Relaxed))
     }
 
     /// Up to `limit` frames the background writer has not examined yet, oldest first, from
@@ -224,6 +223,13 @@ impl CoolingStage {
 mod tests {
     use super::*;
 
+    /// Up to `limit` frames from the old end, oldest first.
+    fn oldest_frames(stage: &CoolingStage, pool: &Pool, limit: usize) -> Vec<FrameId> {
+        std::iter::successors(stage.oldest(), |&frame| stage.younger_than(pool, frame))
+            .take(limit)
+            .collect()
+    }
+
     #[test]
     fn fifo_keeps_unswizzle_order_and_removes_from_the_middle() {
         let pool = Pool::new(8, 4096, false, None).unwrap();
@@ -232,18 +238,18 @@ mod tests {
             assert!(stage.admit(100 + u64::from(frame)));
             stage.push_newest(&pool, frame, 100 + u64::from(frame));
         }
-        assert_eq!(stage.oldest_frames(&pool, 10), vec![0, 1, 2, 3, 4]);
+        assert_eq!(oldest_frames(&stage, &pool, 10), vec![0, 1, 2, 3, 4]);
         stage.remove(&pool, 2, 102);
         stage.remove(&pool, 0, 100);
         stage.remove(&pool, 4, 104);
-        assert_eq!(stage.oldest_frames(&pool, 10), vec![1, 3]);
+        assert_eq!(oldest_frames(&stage, &pool, 10), vec![1, 3]);
         assert_eq!(stage.lookup(103), Some(3));
         assert_eq!(stage.lookup(102), None);
         assert!(stage.admit(200));
         assert!(!stage.admit(200), "admitted twice");
         stage.push_newest(&pool, 0, 200);
-        assert_eq!(stage.oldest_frames(&pool, 2), vec![1, 3]);
-        assert_eq!(stage.oldest_frames(&pool, 10), vec![1, 3, 0]);
+        assert_eq!(oldest_frames(&stage, &pool, 2), vec![1, 3]);
+        assert_eq!(oldest_frames(&stage, &pool, 10), vec![1, 3, 0]);
         assert_eq!(stage.len(), 3);
     }
 

@@ -169,7 +169,10 @@ impl<P: Policy> BufferManager<P> {
         {
             let mut stage = self.cooling.lock();
             let bound = self.epochs.reclaim_bound();
-            for frame in stage.oldest_frames(&self.pool, self.eviction_batch * 4) {
+            let mut next = stage.oldest();
+            for _ in 0..self.eviction_batch * 4 {
+                let Some(frame) = next else { break };
+                next = stage.younger_than(&self.pool, frame);
                 let header = self.frame(frame);
                 if header.is_dirty() {
                     dirty.push(frame);
