@@ -111,6 +111,17 @@ impl AlignedBuf {
         let start = (BUFFER_ALIGNMENT - misalignment) % BUFFER_ALIGNMENT;
         AlignedBuf { bytes, start, len }
     }
+
+    /// The most bytes it holds without reallocating.
+    pub(crate) fn capacity(&self) -> usize {
+        self.bytes.len() - self.start
+    }
+
+    /// Makes it `len` bytes long (at most its capacity), holding what it held before.
+    pub(crate) fn set_len(&mut self, len: usize) {
+        assert!(len <= self.capacity(), "{len} bytes exceed the buffer");
+        self.len = len;
+    }
 }
 
 impl std::ops::Deref for AlignedBuf {
