@@ -188,25 +188,17 @@ impl<T> ReadRing<T> {
         }
         let count = completed.len();
         let mut emptied = Vec::with_capacity(count);
-        for (
-            InFlight {
-                buffer,
-                offset,
-                tag,
-            },
-            result,
-        ) in completed
-        {
+        for (read, result) in completed {
             let outcome = match result {
                 error if error < 0 => Err(Error::from_raw_os_error(-error)),
-                n if n as usize == buffer.len() => Ok(&buffer[..]),
+                n if n as usize == read.buffer.len() => Ok(&read.buffer[..]),
                 _ => Err(Error::new(
                     ErrorKind::UnexpectedEof,
-                    format!("short read of the page file at offset {offset}"),
+                    format!("short read of the page file at offset {}", read.offset),
                 )),
             };
-            complete(tag, outcome);
-            emptied.push(buffer);
+            complete(read.tag, outcome);
+            emptied.push(read.buffer);
         }
         let mut slots = self.slots.lock();
         let room = slots.reads.len().saturating_sub(slots.spare.len());
