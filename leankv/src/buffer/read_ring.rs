@@ -1,8 +1,8 @@
 //! Reads submitted in batches through io_uring, for read-ahead (`ring_reads.rs`): a batch of
 //! reads costs one system call to submit and the completions are reaped in rounds (up to a
-//! bound the reaper names, the rest left for the next round), where one
-//! thread per read in flight paid a hand-off, a `pread` and a wake-up for each (on the 2-vCPU
-//! guests ~24 us of CPU per page read with the threads, ~14 with the ring).
+//! bound the reaper names, the rest left for the next round), where one thread per read in
+//! flight paid a hand-off, a `pread` and a wake-up for each (on the 2-vCPU guests ~24 us of CPU
+//! per page read with the threads, ~14 with the ring).
 //!
 //! The ring is shared: any thread starts reads (the submission queue and the slots are behind
 //! one mutex, held only to push or take entries), and one thread at a time reaps (the
