@@ -157,7 +157,7 @@ impl BatchOutcomes {
                 self.changed.insert(batch);
                 self.committed.insert(batch);
             }
-            Outline::Change { .. } | Outline::Checkpoint | Outline::Other => {}
+            Outline::Change { .. } | Outline::Checkpoint | Outline::SyncMark | Outline::Other => {}
         }
     }
 

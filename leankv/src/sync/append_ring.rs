@@ -320,6 +320,48 @@ impl RingControl {
         Some(Sealed { slot: index, len })
     }
 
+    /// [`Self::seal`] with `trailer` more bytes reserved at the end of the open buffer, in
+    /// the same exchange, so that nothing is reserved after them; `None`, sealing nothing, if
+    /// no buffer is open or the trailer does not fit within its limit.
+    pub(crate) fn seal_with_trailer<'a>(
+        &mut self,
+        ring: &'a AppendRing,
+        trailer: usize,
+    ) -> Option<(Reservation<'a>, Sealed)> {
+        let index = self.open?;
+        let slot = &ring.slots[index];
+        let trailer = trailer as u64;
+        let mut word = ring.open.load(Ordering::Acquire);
+        loop {
+            debug_assert_eq!(word & CLOSED, 0);
+            debug_assert_eq!(((word >> OFFSET_BITS) & SLOT_MASK) as usize, index);
+            let offset = word & OFFSET_MASK;
+            if offset + trailer > slot.limit.load(Ordering::Relaxed) {
+                return None;
+            }
+            match ring.open.compare_exchange_weak(
+                word,
+                (word + trailer) | CLOSED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.open = None;
+                    let len = offset + trailer;
+                    slot.sealed.store(len, Ordering::Relaxed);
+                    let reservation = Reservation {
+                        slot,
+                        offset,
+                        len: trailer,
+                        filled: false,
+                    };
+                    return Some((reservation, Sealed { slot: index, len }));
+                }
+                Err(now) => word = now,
+            }
+        }
+    }
+
     /// Takes back a sealed buffer once filled (an appender may still be copying into it);
     /// buffers beyond the `keep` most recently freed are released.
     pub(crate) fn free(&mut self, ring: &AppendRing, sealed: Sealed, keep: usize) {

@@ -126,6 +126,19 @@ impl Inner {
         tag: Option<u64>,
         appender: Appender,
     ) -> Option<Reservation<'_>> {
+        self.open_chunk_of(state, len, tag, appender, false)
+    }
+
+    /// [`Self::open_chunk`]; if `sole`, the chunk holds the record alone (its limit is the
+    /// record's length: nothing else can be reserved in it).
+    fn open_chunk_of(
+        &self,
+        state: &mut MutexGuard<'_, State>,
+        len: usize,
+        tag: Option<u64>,
+        appender: Appender,
+        sole: bool,
+    ) -> Option<Reservation<'_>> {
         if let Some((_, reserved)) = self.chunks.open_extent() {
             if reserved as usize + len <= WRITE_AHEAD_BYTES {
                 return None;
@@ -150,7 +163,11 @@ impl Inner {
             self.progress.wait(state);
         }
         let in_block = (state.file_offset % LOG_BLOCK as u64) as usize;
-        let limit = len.max(WRITE_AHEAD_BYTES);
+        let limit = if sole {
+            len
+        } else {
+            len.max(WRITE_AHEAD_BYTES)
+        };
         let threshold = self.redo_ptr.load(Ordering::Acquire);
         let first = if tag.is_none_or(|tag| tag == threshold) {
             len
@@ -169,12 +186,38 @@ impl Inner {
         Some(reservation)
     }
 
+    /// Seals the open chunk with the writer's sync mark `frames` as its last bytes, reserved in
+    /// the same exchange that seals it, so that the write it ends has nothing after its mark
+    /// (recovery keeps a write only up to its last intact mark, see `reader`); in a chunk of
+    /// their own if they do not fit in the open one.
+    pub(super) fn seal_with_mark(&self, state: &mut MutexGuard<'_, State>, frames: &mut [u8]) {
+        if let Some((reservation, sealed)) =
+            state.control.seal_with_trailer(&self.chunks, frames.len())
+        {
+            stamp_frames(frames, reservation.position(), self.generation);
+            reservation.fill(frames);
+            return self.queue_sealed(state, sealed);
+        }
+        self.seal_open(state);
+        let reservation = self
+            .open_chunk_of(state, frames.len(), None, Appender::Writer, true)
+            .expect("an open chunk with the record reserved");
+        stamp_frames(frames, reservation.position(), self.generation);
+        reservation.fill(frames);
+        self.seal_open(state);
+    }
+
     /// Seals the open chunk, if any, and queues it for the writer (woken once a chunk's worth
     /// waits).
     pub(super) fn seal_open(&self, state: &mut State) {
         let Some(sealed) = state.control.seal(&self.chunks) else {
             return;
         };
+        self.queue_sealed(state, sealed);
+    }
+
+    /// Queues a sealed chunk for the writer.
+    fn queue_sealed(&self, state: &mut State, sealed: Sealed) {
         let len = sealed.len();
         state.sealed.push(Chunk {
             file: state.file,

@@ -6,8 +6,12 @@
 //! checksum holds, its LSN is the position it was expected at, and its generation is not below
 //! the previous frame's (a process that crashed left frames behind the point where the next one
 //! continued; they carry an older generation). Where the frames stop, the log may go on at the
-//! start of the other file, with the next checkpoint's record. The first frame that fails is
-//! the end: a torn or unsynced tail is cut there, and so recovery restores a prefix of the log.
+//! start of the other file, with the next checkpoint's record. The log ends at the last sync
+//! mark before the first frame that fails: every write of the log's writer ends with a mark and
+//! a sync covers whole writes, so the frames after the last intact mark were never synced (a
+//! torn or unsynced tail), and each write is kept whole or not at all. Recovery thus restores
+//! a prefix of the log made of whole writes. The first pass holds the outlines read since the
+//! last mark (at most what the log buffer held unwritten) until a mark follows them.
 //!
 //! A torn or unsynced tail is expected after a crash; damage to records that had been synced is
 //! not. Every write of the log carries a sync mark saying how far the log was durable before
@@ -257,6 +261,7 @@ impl<'a> FileWindow<'a> {
 trait FrameContent: Sized {
     fn decode(header: &FrameHeader, payload: &[u8]) -> std::result::Result<Self, String>;
     fn is_checkpoint(&self) -> bool;
+    fn is_sync_mark(&self) -> bool;
 }
 
 impl FrameContent for Records {
@@ -267,6 +272,10 @@ impl FrameContent for Records {
     fn is_checkpoint(&self) -> bool {
         matches!(self, Records::One(Record::Checkpoint { .. }))
     }
+
+    fn is_sync_mark(&self) -> bool {
+        matches!(self, Records::One(Record::SyncMark { .. }))
+    }
 }
 
 impl FrameContent for Outline {
@@ -276,6 +285,10 @@ impl FrameContent for Outline {
 
     fn is_checkpoint(&self) -> bool {
         *self == Outline::Checkpoint
+    }
+
+    fn is_sync_mark(&self) -> bool {
+        *self == Outline::SyncMark
     }
 }
 
@@ -372,6 +385,10 @@ fn walk<T: FrameContent>(
     }
     let mut records = 0;
     let mut switched = false;
+    // Without `stop`, frames are handed on only once a sync mark follows them (see the module
+    // notes); the starting checkpoint's record at once.
+    let mut held: Vec<(u64, T)> = Vec::new();
+    let mut kept: Option<Kept> = None;
     loop {
         loop {
             let (content, len, of) = match next {
@@ -398,7 +415,23 @@ fn walk<T: FrameContent>(
             lsn += len;
             offset += len;
             records += 1;
-            visit(lsn, content)?;
+            if stop.is_some() {
+                visit(lsn, content)?;
+            } else {
+                let ends_a_write = kept.is_none() || content.is_sync_mark();
+                held.push((lsn, content));
+                if ends_a_write {
+                    held.drain(..)
+                        .try_for_each(|(lsn, content)| visit(lsn, content))?;
+                    kept = Some(Kept {
+                        file,
+                        offset,
+                        lsn,
+                        generation,
+                        records,
+                    });
+                }
+            }
             if stop == Some(lsn) {
                 break;
             }
@@ -418,6 +451,19 @@ fn walk<T: FrameContent>(
     if stop.is_some_and(|stop| lsn != stop) {
         return Err(reread_differently(lsn));
     }
+    // The frames held since the last mark were never synced: the log ends at the mark.
+    if let Some(kept) = kept.filter(|kept| kept.lsn != lsn) {
+        if kept.file != file {
+            window = FileWindow::open(files[kept.file].as_ref(), window_len)?;
+        }
+        Kept {
+            file,
+            offset,
+            lsn,
+            generation,
+            records,
+        } = kept;
+    }
     let partial = (offset % LOG_BLOCK as u64) as usize;
     let block = offset - partial as u64;
     let bytes = window.get(block, partial)?.unwrap_or_default().to_vec();
@@ -435,6 +481,16 @@ fn walk<T: FrameContent>(
         generation,
         records,
     })
+}
+
+/// Where the part of the log that recovery keeps ends (see [`walk`]).
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    file: usize,
+    offset: u64,
+    lsn: u64,
+    generation: u32,
+    records: u64,
 }
 
 fn reread_differently(lsn: u64) -> Error {
@@ -587,12 +643,80 @@ mod tests {
         }
         bytes[at..at + FRAME_HEADER].copy_from_slice(&header);
         bytes[at + FRAME_HEADER..at + FRAME_HEADER + payload.len()].copy_from_slice(&payload);
+        // A sync mark after it, as the write that held it would end: the frame lies in the
+        // part of the log that recovery keeps.
+        let commit_len = (FRAME_HEADER + payload.len()).next_multiple_of(FRAME_ALIGN);
+        let mut mark = Vec::new();
+        crate::wal::FrameWriter::new(&mut mark, &mut Vec::new()).sync_mark(0);
+        crate::wal::record::stamp_frames(
+            &mut mark,
+            scan.end.lsn + commit_len as u64,
+            scan.generation,
+        );
+        bytes[at + commit_len..at + commit_len + mark.len()].copy_from_slice(&mark);
         let edited: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
         edited.write_at(&bytes, 0).unwrap();
         let mut files = files;
         files[scan.end.file] = edited;
         let error = records_from(&files, start).err().unwrap();
         assert!(error.to_string().contains("passes its checksum"), "{error}");
+    }
+
+    #[test]
+    fn frames_after_the_last_sync_mark_are_dropped_and_a_write_ending_in_one_is_kept() {
+        let (files, start) = written_log(3);
+        let (records, scan) = records_from(&files, start).unwrap();
+        // Two intact commits after the log's end, as a write torn before its mark leaves them.
+        let (mut frames, mut scratch) = (Vec::new(), Vec::new());
+        let mut writer = crate::wal::FrameWriter::new(&mut frames, &mut scratch);
+        writer.commit(41);
+        writer.commit(42);
+        let torn_len = frames.len();
+        crate::wal::record::stamp_frames(&mut frames, scan.end.lsn, scan.generation);
+        let with = |frames: &[u8]| {
+            let mut bytes = file_bytes(files[scan.end.file].as_ref());
+            let at = scan.end.offset as usize;
+            let len = (at + frames.len())
+                .next_multiple_of(IO_ALIGNMENT)
+                .max(bytes.len());
+            let mut longer = AlignedBuf::new(len);
+            longer[..bytes.len()].copy_from_slice(&bytes);
+            bytes = longer;
+            bytes[at..at + frames.len()].copy_from_slice(frames);
+            let edited: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+            edited.write_at(&bytes, 0).unwrap();
+            let mut files = files.clone();
+            files[scan.end.file] = edited;
+            let mut outlines = Vec::new();
+            read_log(&files, start, |lsn, outline| {
+                outlines.push((lsn, outline));
+                Ok(())
+            })
+            .unwrap();
+            (records_from(&files, start).unwrap(), outlines)
+        };
+        let ((torn, torn_scan), outlines) = with(&frames);
+        assert_eq!(torn, records, "a write without its mark is dropped whole");
+        assert_eq!(torn_scan.end.lsn, scan.end.lsn);
+        assert_eq!(torn_scan.end.tail.bytes, scan.end.tail.bytes);
+        assert!(!outlines
+            .iter()
+            .any(|(_, o)| matches!(o, Outline::Commit { batch: 41 | 42 })));
+        // The same write with its mark: kept whole.
+        let mut mark = Vec::new();
+        crate::wal::FrameWriter::new(&mut mark, &mut Vec::new()).sync_mark(scan.end.lsn);
+        crate::wal::record::stamp_frames(
+            &mut mark,
+            scan.end.lsn + torn_len as u64,
+            scan.generation,
+        );
+        frames.extend_from_slice(&mark);
+        let ((whole, whole_scan), outlines) = with(&frames);
+        assert_eq!(whole.len(), records.len() + 3);
+        assert_eq!(whole_scan.end.lsn, scan.end.lsn + frames.len() as u64);
+        assert!(outlines
+            .iter()
+            .any(|(_, o)| *o == Outline::Commit { batch: 42 }));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! ([`Zeroed`]), so that the syncs of the records that land there need no file-system metadata.
 
 use super::{
-    Appender, Chunk, Inner, Instant, Ordering, LOG_BLOCK, SPARE_CHUNKS, WRITE_AHEAD_BYTES,
+    Chunk, FrameWriter, Inner, Instant, Ordering, LOG_BLOCK, SPARE_CHUNKS, WRITE_AHEAD_BYTES,
 };
 use crate::io::{AlignedBuf, Storage};
 
@@ -197,21 +197,25 @@ impl Inner {
             if state.shutdown && nothing_appended {
                 return;
             }
-            if !nothing_appended {
-                // How far the log was durable before this write: recovery finding damage
-                // below that knows synced records were lost (see `reader`).
-                let durable = self.durable.load(Ordering::Acquire);
-                self.append_locked(&mut state, Appender::Writer, |writer, _| {
-                    writer.sync_mark(durable)
-                });
-            }
             if sync {
                 // Before the seal: an append that lands after it (in the next chunk) sees the
                 // flag cleared and arms the next sync itself (see `Log::sync_eventually`).
                 state.eventual_deadline = None;
                 self.sync_armed.store(false, Ordering::Release);
             }
-            self.seal_open(&mut state);
+            if nothing_appended {
+                self.seal_open(&mut state);
+            } else {
+                // The write ends with how far the log was durable before it: recovery finding
+                // damage below that knows synced records were lost, and keeps a write only
+                // up to its last intact mark (see `reader`).
+                let durable = self.durable.load(Ordering::Acquire);
+                let mut mark = std::mem::take(&mut state.frames);
+                mark.clear();
+                FrameWriter::new(&mut mark, &mut Vec::new()).sync_mark(durable);
+                self.seal_with_mark(&mut state, &mut mark);
+                state.frames = mark;
+            }
             let chunks = std::mem::take(&mut state.sealed);
             state.writing_bytes += std::mem::take(&mut state.pending_bytes);
             let target = state.end;

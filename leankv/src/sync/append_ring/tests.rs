@@ -47,6 +47,76 @@ mod plain {
     }
 
     #[test]
+    fn a_trailer_sealed_in_the_same_exchange_ends_the_buffer() {
+        let (ring, mut control) = AppendRing::new(2);
+        assert!(
+            control.seal_with_trailer(&ring, 2).is_none(),
+            "nothing open"
+        );
+        control
+            .install(&ring, 50, 0, 0, 10, 0, 0)
+            .unwrap()
+            .fill(&[]);
+        ring.reserve(6, None).unwrap().fill(b"abcdef");
+        assert!(
+            control.seal_with_trailer(&ring, 5).is_none(),
+            "no room: not sealed"
+        );
+        assert_eq!(ring.open_extent(), Some((50, 6)));
+        let (trailer, mut sealed) = control.seal_with_trailer(&ring, 4).unwrap();
+        assert_eq!(trailer.position(), 56);
+        assert_eq!(ring.reserve(1, None).err(), Some(Refused::Full), "sealed");
+        assert_eq!(ring.open_extent(), None);
+        trailer.fill(b"MARK");
+        assert_eq!(sealed.len(), 10);
+        assert_eq!(&sealed.bytes_mut(&ring).unwrap()[..10], b"abcdefMARK");
+    }
+
+    #[test]
+    fn a_trailer_sealed_among_concurrent_reservations_is_the_last_range() {
+        for _ in 0..200 {
+            let (ring, mut control) = AppendRing::new(2);
+            control
+                .install(&ring, 0, 0, 0, 1 << 20, 0, 0)
+                .unwrap()
+                .fill(&[]);
+            let ring = Arc::new(ring);
+            let appenders: Vec<_> = (0..2)
+                .map(|_| {
+                    let ring = ring.clone();
+                    std::thread::spawn(move || {
+                        let mut ends = Vec::new();
+                        while let Ok(reservation) = ring.reserve(8, None) {
+                            ends.push(reservation.position() + 8);
+                            reservation.fill(&[1; 8]);
+                        }
+                        ends
+                    })
+                })
+                .collect();
+            std::thread::yield_now();
+            let Some((trailer, sealed)) = control.seal_with_trailer(&ring, 8) else {
+                // The appenders filled the buffer first (a slow start of this thread).
+                appenders.into_iter().for_each(|a| _ = a.join().unwrap());
+                let sealed = control.seal(&ring).unwrap();
+                control.free(&ring, sealed, 1);
+                continue;
+            };
+            let at = trailer.position();
+            trailer.fill(&[2; 8]);
+            for appender in appenders {
+                let ends = appender.join().unwrap();
+                assert!(
+                    ends.iter().all(|&end| end <= at),
+                    "a range after the trailer"
+                );
+            }
+            assert_eq!(sealed.len() as u64, at + 8);
+            control.free(&ring, sealed, 1);
+        }
+    }
+
+    #[test]
     fn a_reservation_dropped_unfilled_poisons_its_buffer() {
         let (ring, mut control) = AppendRing::new(1);
         control.install(&ring, 0, 0, 0, 10, 0, 0).unwrap().fill(&[]);

@@ -24,6 +24,8 @@ pub(crate) enum Outline {
     Commit {
         batch: u64,
     },
+    /// A sync mark: a write of the log's writer ends here (see `reader`).
+    SyncMark,
     Other,
 }
 
@@ -129,8 +131,10 @@ impl FrameHeader {
             KIND_COMMIT => Outline::Commit {
                 batch: reader.u64()?,
             },
-            KIND_STRUCTURE | KIND_NEW_TREE | KIND_RANGE_STEP | KIND_SPLIT | KIND_RANGE_REMOVAL
-            | KIND_SYNC_MARK => Outline::Other,
+            KIND_SYNC_MARK => Outline::SyncMark,
+            KIND_STRUCTURE | KIND_NEW_TREE | KIND_RANGE_STEP | KIND_SPLIT | KIND_RANGE_REMOVAL => {
+                Outline::Other
+            }
             other => return Err(format!("unknown log record kind {other}")),
         })
     }
