@@ -226,7 +226,7 @@ fn stat_reports_trees_keys_pages_and_format() {
     common::load_keys(&s.db, 3000);
     put(&s.db, "other", "k", "v");
     let text = text_of(leankv().arg("stat").arg(&s.db));
-    assert!(text.contains("format version  2"), "{text}");
+    assert!(text.contains("format version  3"), "{text}");
     assert!(text.contains("page size       16384 bytes"), "{text}");
     assert!(text.contains("trees           2 (3001 keys)"), "{text}");
     assert!(text.contains("leankv.pages"), "{text}");
@@ -236,7 +236,7 @@ fn stat_reports_trees_keys_pages_and_format() {
         .success();
     let json = text_of(leankv().args(["stat", "--json"]).arg(&s.db));
     let stat: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(stat["format_version"], 2);
+    assert_eq!(stat["format_version"], 3);
     assert_eq!(stat["trees"][1]["name"], "t");
     assert_eq!(stat["trees"][1]["keys"], 0);
     assert_eq!(stat["trees"][0]["keys"], 1);

@@ -75,8 +75,9 @@ pub struct Stats {
     /// are taken from them before the file grows; the page file never shrinks, so only a copy
     /// into a new database (as the `leankv compact` command makes) gives their space back.
     pub free_pages: u64,
-    /// The on-disk format version of the page file (this build reads and writes only this one;
-    /// a file of another version is refused at open with [`Error::NotADatabase`]).
+    /// The on-disk format version of the page file: the one this build writes (it reads the
+    /// previous one too, and rewrites such a file's version at open; a file of another version
+    /// is refused at open with [`Error::NotADatabase`]).
     pub format_version: u32,
     /// Bytes appended to the write-ahead log and written since open (0 without a log).
     pub log_bytes_written: u64,

@@ -19,13 +19,15 @@ use crate::buffer::{BufferManager, PageKind};
 use crate::checkpoint::Checkpointer;
 use crate::db::RecoveryStats;
 use crate::error::{Error, Result};
-use crate::io::superblock::{Superblock, SuperblockError, SUPERBLOCK_SIZE};
+use crate::io::superblock::{
+    Superblock, SuperblockError, SUPERBLOCK_SIZE, WRITES_END_AT_SYNC_MARKS,
+};
 use crate::io::{AlignedBuf, Storage};
 use crate::key_count::KeyCounts;
 use crate::options::Options;
 use crate::recovery::{self, Restore, Undo};
 use crate::shared::DbShared;
-use crate::wal::{Log, LogConfig, LogEnd, LogPosition, RangeRemoval, Tail, MAX_LSN};
+use crate::wal::{Log, LogConfig, LogEnd, LogEnding, LogPosition, RangeRemoval, Tail, MAX_LSN};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -105,6 +107,7 @@ pub(crate) fn open<P: Policy>(
         checkpoint_bytes: options.checkpoint_bytes(),
         buffer_bytes: options.log_buffer_bytes(),
         zeroed_ahead: crate::wal::zeroed_ahead(options.checkpoint_bytes()),
+        thread_regions: options.durability != crate::Durability::Immediate,
     };
     let started = std::time::Instant::now();
     let mut unfinished = Unfinished::default();
@@ -128,10 +131,16 @@ pub(crate) fn open<P: Policy>(
                 offset: checkpoint.offset,
                 lsn: checkpoint.lsn,
             };
+            let ending = if sb.version >= WRITES_END_AT_SYNC_MARKS {
+                LogEnding::LastSyncMark
+            } else {
+                LogEnding::LastFrame
+            };
             let (redone, read) = recovery::recover(
                 storage.as_ref(),
                 &logs,
                 start,
+                ending,
                 page_size,
                 config.frames as usize * page_size,
             )?;

@@ -217,6 +217,7 @@ impl<P: Policy> DbShared<P> {
             .map_err(|e| Error::io("extending the page file", e))?;
         let mut page = AlignedBuf::new(page_size);
         Superblock {
+            version: crate::io::superblock::FORMAT_VERSION,
             page_size: page_size as u32,
             catalog_root: self.catalog.root_page_id(),
             page_count,

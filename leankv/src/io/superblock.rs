@@ -31,13 +31,21 @@ const MAGIC: &[u8; 8] = b"LEANKV\0\n";
 /// there: closed.
 const OPEN_MARK: usize = 52;
 const LOG_MARK: usize = 53;
-/// The on-disk format this build reads and writes. 2: four-byte key heads in node slots and
-/// large values in blob pages (1 had two-byte heads and no large values).
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The on-disk format this build writes. 2: four-byte key heads in node slots and large values
+/// in blob pages (1 had two-byte heads and no large values). 3: the log's writes each end at a
+/// sync mark, with nothing after it, and may hold padding frames (threads' regions of a
+/// chunk); recovery ends such a log at its last intact mark.
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The oldest format this build reads (a file is rewritten as [`FORMAT_VERSION`] at open).
+const OLDEST_READABLE: u32 = 2;
+/// The first format whose log writes end at sync marks (see `wal::reader`).
+pub(crate) const WRITES_END_AT_SYNC_MARKS: u32 = 3;
 
 /// The decoded superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Superblock {
+    /// The format it was written in: [`FORMAT_VERSION`] whenever this build writes it.
+    pub(crate) version: u32,
     pub(crate) page_size: u32,
     pub(crate) catalog_root: u64,
     pub(crate) page_count: u64,
@@ -65,7 +73,7 @@ impl Superblock {
     pub(crate) fn encode(&self, page: &mut [u8]) {
         page.fill(0);
         page[4..12].copy_from_slice(MAGIC);
-        page[12..16].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        page[12..16].copy_from_slice(&self.version.to_le_bytes());
         page[16..20].copy_from_slice(&self.page_size.to_le_bytes());
         page[20..28].copy_from_slice(&self.catalog_root.to_le_bytes());
         page[28..36].copy_from_slice(&self.page_count.to_le_bytes());
@@ -103,12 +111,14 @@ impl Superblock {
             )));
         }
         let version = u32_at(bytes, 12);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE..=FORMAT_VERSION).contains(&version) {
             return Err(SuperblockError::Foreign(format!(
-                "format version {version}, this build reads version {FORMAT_VERSION}"
+                "format version {version}, this build reads versions {OLDEST_READABLE} to \
+                 {FORMAT_VERSION}"
             )));
         }
         let superblock = Superblock {
+            version,
             page_size: u32_at(bytes, 16),
             catalog_root: u64_at(bytes, 20),
             page_count: u64_at(bytes, 28),
@@ -193,6 +203,7 @@ mod tests {
 
     fn sample() -> Superblock {
         Superblock {
+            version: FORMAT_VERSION,
             page_size: 16384,
             catalog_root: 1,
             page_count: 10,

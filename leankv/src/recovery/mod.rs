@@ -44,7 +44,8 @@ use crate::blob::BlobRef;
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::wal::{
-    read_log, reread_log, Before, LogPosition, LogScan, Outline, RangeRemoval, RangeStep, Record,
+    read_log, reread_log, Before, LogEnding, LogPosition, LogScan, Outline, RangeRemoval,
+    RangeStep, Record,
 };
 use redo::Redo;
 use std::collections::{HashMap, HashSet};
@@ -93,16 +94,17 @@ pub(crate) struct Redone {
 }
 
 /// Recovers the page file in `storage` from the log in `logs`, from the checkpoint at
-/// `start`, holding about `memory` bytes of rebuilt pages.
+/// `start` to the end `ending` finds, holding about `memory` bytes of rebuilt pages.
 pub(crate) fn recover(
     storage: &dyn Storage,
     logs: &[Arc<dyn Storage>; 2],
     start: LogPosition,
+    ending: LogEnding,
     page_size: usize,
     memory: usize,
 ) -> Result<(Redone, LogScan)> {
     let mut outcomes = BatchOutcomes::default();
-    let scan = read_log(logs, start, |_, outline| {
+    let scan = read_log(logs, start, ending, |_, outline| {
         outcomes.note(outline);
         Ok(())
     })?;

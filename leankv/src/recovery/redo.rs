@@ -156,7 +156,7 @@ impl<'a> Redo<'a> {
                     self.free_blob(&blob);
                 }
             }
-            Record::SyncMark { .. } => {}
+            Record::SyncMark { .. } | Record::Padding => {}
         }
         Ok(())
     }

@@ -20,6 +20,9 @@
 //! unfilled (a panic) still counts as filled, so that nothing waits for it forever, but poisons
 //! its buffer, whose bytes are then refused.
 //!
+//! Small appends may go to a thread's own *region* of the open buffer instead (see
+//! `regions`): waiting for a buffer to fill closes its regions.
+//!
 //! Invariants: a slot's buffer and settings change only while the slot is free (the
 //! controller's free list), when no reservation of it is outstanding: a slot is freed only
 //! once sealed and filled (`filled == sealed`; [`RingControl::free`] waits for it), and sealing
@@ -29,7 +32,12 @@
 use super::atomic::{spin_loop, yield_now, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use super::prefetch_for_write;
 use crossbeam_utils::CachePadded;
+use regions::Regions;
 use std::cell::UnsafeCell;
+use std::sync::Arc;
+
+mod regions;
+pub(crate) use regions::{Padding, REGION_BYTES};
 
 const CLOSED: u64 = 1 << 63;
 const OFFSET_BITS: u32 = 32;
@@ -47,10 +55,12 @@ const BUFFER_ALIGNMENT: usize = 4096;
 /// YCSB A worker's time, when a mutex's release followed the copy).
 const PREFETCH_AHEAD: u64 = 512;
 
-/// The shared part: the open word and the slots.
+/// The shared part: the open word, the slots and the threads' regions.
 pub(crate) struct AppendRing {
     open: CachePadded<AtomicU64>,
     slots: Box<[Slot]>,
+    regions: Arc<Regions>,
+    padding: Padding,
 }
 
 /// One buffer and the settings of its current install.
@@ -59,6 +69,8 @@ struct Slot {
     filled: CachePadded<AtomicU64>,
     /// The caller's position of reserved byte 0 (for the log: its LSN).
     start: AtomicU64,
+    /// The current install's generation and slot bits, as the open word names it.
+    install: AtomicU64,
     /// A value the caller attaches to the install (for the log: the image threshold).
     tag: AtomicU64,
     /// Where reserved byte 0 lies in the buffer, and how many bytes may be reserved.
@@ -101,16 +113,19 @@ pub(crate) struct Reservation<'a> {
 }
 
 impl AppendRing {
-    /// A ring of `slots` buffers (at most [`MAX_SLOTS`]), none allocated yet, and its
-    /// controller.
-    pub(crate) fn new(slots: usize) -> (AppendRing, RingControl) {
+    /// A ring of `slots` buffers (at most [`MAX_SLOTS`]), none allocated yet, whose regions
+    /// close with `padding`, and its controller.
+    pub(crate) fn new(slots: usize, padding: Padding) -> (AppendRing, RingControl) {
         assert!((1..=MAX_SLOTS).contains(&slots));
         let ring = AppendRing {
             open: CachePadded::new(AtomicU64::new(CLOSED)),
+            regions: Regions::new(),
+            padding,
             slots: (0..slots)
                 .map(|_| Slot {
                     filled: CachePadded::new(AtomicU64::new(0)),
                     start: AtomicU64::new(0),
+                    install: AtomicU64::new(0),
                     tag: AtomicU64::new(0),
                     base: AtomicU64::new(0),
                     limit: AtomicU64::new(0),
@@ -195,26 +210,32 @@ impl Reservation<'_> {
             self.len,
             "a reservation is filled whole"
         );
-        let base = self.slot.base.load(Ordering::Relaxed);
-        let offset = base + self.offset;
-        let at = self.slot.bytes.load(Ordering::Relaxed);
-        // SAFETY: the range `offset..offset + len` of this install was reserved by this
-        // reservation alone (the compare-and-swap that made it moved the word past it) and
-        // lies within `limit`, which the install made room for behind `base`; the buffer is
-        // not moved, freed or read until `filled` counts this range (below, with release),
-        // and `bytes` is a different allocation.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.add(offset as usize), bytes.len());
-        }
-        let end = offset + self.len;
-        let room = (base + self.slot.limit.load(Ordering::Relaxed)).saturating_sub(end);
-        prefetch_for_write(
-            at.wrapping_add(end as usize),
-            room.min(PREFETCH_AHEAD) as usize,
-        );
+        copy_in(self.slot, self.offset, bytes);
         self.filled = true;
         // `drop` counts the range as filled.
     }
+}
+
+/// Copies `bytes` to `offset` of `slot`'s reserved bytes: a range reserved for the caller alone
+/// (a reservation's, or a place in its region), not yet counted filled.
+fn copy_in(slot: &Slot, offset: u64, bytes: &[u8]) {
+    let base = slot.base.load(Ordering::Relaxed);
+    let offset = base + offset;
+    let at = slot.bytes.load(Ordering::Relaxed);
+    // SAFETY: the range `offset..offset + len` of this install was reserved for the caller
+    // alone (the compare-and-swap that made it, or its region, moved the word past it) and
+    // lies within `limit`, which the install made room for behind `base`; the buffer is not
+    // moved, freed or read until `filled` counts this range (with release, after this copy),
+    // and `bytes` is a different allocation.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.add(offset as usize), bytes.len());
+    }
+    let end = offset + bytes.len() as u64;
+    let room = (base + slot.limit.load(Ordering::Relaxed)).saturating_sub(end);
+    prefetch_for_write(
+        at.wrapping_add(end as usize),
+        room.min(PREFETCH_AHEAD) as usize,
+    );
 }
 
 impl Drop for Reservation<'_> {
@@ -295,8 +316,9 @@ impl RingControl {
         slot.filled.store(0, Ordering::Relaxed);
         slot.poisoned.store(false, Ordering::Relaxed);
         self.generation = (self.generation + 1) & GENERATION_MASK;
-        let word =
-            self.generation << GENERATION_SHIFT | (index as u64) << OFFSET_BITS | first as u64;
+        let install = self.generation << GENERATION_SHIFT | (index as u64) << OFFSET_BITS;
+        slot.install.store(install, Ordering::Relaxed);
+        let word = install | first as u64;
         // Release: the settings above are visible to whoever reads this word.
         ring.open.store(word, Ordering::Release);
         self.open = Some(index);
@@ -381,29 +403,41 @@ impl RingControl {
             if self.open == Some(index) || self.free.contains(&index) {
                 continue;
             }
-            wait_filled(slot, slot.sealed.load(Ordering::Relaxed));
+            ring.wait_filled(slot, slot.sealed.load(Ordering::Relaxed));
         }
     }
 }
 
-/// Waits until `len` bytes of `slot`'s install are filled (an appender between its
-/// reservation and its copy was preempted: it runs again soon).
-fn wait_filled(slot: &Slot, len: u64) {
-    let mut spins = 0u32;
-    while slot.filled.load(Ordering::Acquire) != len {
-        spins += 1;
-        if spins < 64 {
-            spin_loop();
-        } else {
-            yield_now();
+/// The slot an install's bits name.
+fn slot_of(install: u64) -> usize {
+    ((install >> OFFSET_BITS) & SLOT_MASK) as usize
+}
+
+impl AppendRing {
+    /// Waits until `len` bytes of `slot`'s install (sealed) are filled, closing its regions
+    /// (an appender between its reservation and its copy was preempted: it runs again soon).
+    fn wait_filled(&self, slot: &Slot, len: u64) {
+        let install = slot.install.load(Ordering::Relaxed);
+        let mut spins = 0u32;
+        while slot.filled.load(Ordering::Acquire) != len {
+            self.close_regions_in(install);
+            if slot.filled.load(Ordering::Acquire) == len {
+                break;
+            }
+            spins += 1;
+            if spins < 64 {
+                spin_loop();
+            } else {
+                yield_now();
+            }
         }
     }
 }
 
 impl Sealed {
-    /// Waits until every reservation in the buffer is filled.
+    /// Waits until every reservation in the buffer is filled (its regions closed).
     pub(crate) fn wait_filled(&self, ring: &AppendRing) {
-        wait_filled(&ring.slots[self.slot], self.len);
+        ring.wait_filled(&ring.slots[self.slot], self.len);
     }
 
     /// The buffer, once filled: `base + len` bytes from its aligned start (the caller's bytes

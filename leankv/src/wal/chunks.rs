@@ -111,6 +111,31 @@ impl Inner {
         Ok(start + frames.len() as u64)
     }
 
+    /// [`Self::append_frames`] in this thread's region of the open chunk (see
+    /// `sync::append_ring`'s regions), at or after `at_least`; where no region can take them
+    /// (the chunk is full, or every region is taken), as `append_frames` does.
+    pub(super) fn append_in_region(
+        &self,
+        frames: &mut [u8],
+        tag: Option<u64>,
+        at_least: u64,
+        before_fill: impl FnOnce(),
+    ) -> std::result::Result<u64, u64> {
+        let place = match self
+            .chunks
+            .reserve_in_own_region(frames.len(), tag, at_least)
+        {
+            Ok(place) => place,
+            Err(Refused::Tag(threshold)) => return Err(threshold),
+            Err(Refused::Full) => return self.append_frames(frames, tag, before_fill),
+        };
+        let start = place.position();
+        stamp_frames(frames, start, self.generation);
+        before_fill();
+        place.fill(frames);
+        Ok(start + frames.len() as u64)
+    }
+
     /// Makes room for a record of `len` bytes encoded under image threshold `tag` (if it
     /// matters): unless the open chunk has room (another thread opened one meanwhile), seals
     /// it and opens the next, whose first `len` bytes it returns reserved, made with the

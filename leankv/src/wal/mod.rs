@@ -58,7 +58,7 @@ pub(crate) use decode::Outline;
 pub(crate) use patch::ChangedRanges;
 #[cfg(test)]
 pub(crate) use reader::records_from;
-pub(crate) use reader::{read_log, reread_log, LogEnd, LogScan};
+pub(crate) use reader::{read_log, reread_log, LogEnd, LogEnding, LogScan};
 pub(crate) use record::{
     Before, BeforeRef, FillImage, FrameWriter, LeafChange, LeafOp, RangeRemoval, RangeStep, Record,
     Split,
@@ -68,11 +68,12 @@ use writer::Zeroed;
 pub(crate) use writer::{zeroed_ahead, Tail};
 
 use chunks::{Appender, Chunk};
+use record::FRAME_HEADER;
 
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::key_count::KeyStripe;
-use crate::sync::append_ring::{AppendRing, RingControl};
+use crate::sync::append_ring::{AppendRing, Padding, RingControl, REGION_BYTES};
 use crate::sync::Event;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -133,6 +134,10 @@ pub(crate) struct LogConfig {
     /// How far ahead of the log's end its writer keeps a growing file's blocks written with
     /// zeros (0: none; see [`zeroed_ahead`]).
     pub(crate) zeroed_ahead: u64,
+    /// Whether single operations' records go to their thread's region of the open chunk
+    /// (see [`Log::append_leaf`]): not where they wait for a sync each (`Immediate`), which
+    /// would pad every thread's region at every sync.
+    pub(crate) thread_regions: bool,
 }
 
 /// Log activity, for `Stats`.
@@ -238,7 +243,11 @@ impl Log {
         checkpoint: LogPosition,
         generation: u32,
     ) -> Result<Log> {
-        let (chunks, control) = AppendRing::new(chunk_slots(config.buffer_bytes));
+        let padding = Padding {
+            min: FRAME_HEADER,
+            write: Box::new(move |bytes, lsn| record::pad(bytes, lsn, generation)),
+        };
+        let (chunks, control) = AppendRing::new(chunk_slots(config.buffer_bytes), padding);
         let inner = Arc::new(Inner {
             files,
             data_file,
@@ -320,10 +329,14 @@ impl Log {
     /// Logs a leaf record: `change` to a page whose last change ended at `page_lsn`, with the
     /// page's image (`fill` writes it, `page_size` bytes) if the page's last change lies at or
     /// before the image threshold, and counts the key the operation adds or removes in `count`,
-    /// this thread's stripe of the tree's key count (see `begin_checkpoint`). A record of a
-    /// batch whose thread holds a slot is staged if `may_stage` (see `staging`; the count
-    /// changes at once); any other is encoded and checksummed, then appended without the log's
-    /// mutex, the count changed once its place is reserved.
+    /// this thread's stripe of the tree's key count (see `begin_checkpoint`). If `may_defer`
+    /// (the record need not lie at the log's end: it changes no allocation), a record of a
+    /// batch whose thread holds a slot is staged (see `staging`; the count changes at once),
+    /// and a small one of a single operation goes to its thread's region of the open chunk
+    /// if the page's LSN is its last record's end (not a staged record's stand-in) and lies
+    /// before the region's next place: recovery replays a page's records in log order. Any
+    /// other is encoded and checksummed, then appended without the log's mutex, the count
+    /// changed once its place is reserved.
     pub(crate) fn append_leaf(
         &self,
         change: LeafChange<'_>,
@@ -331,15 +344,19 @@ impl Log {
         page_size: usize,
         fill: &mut FillImage<'_>,
         count: &KeyStripe,
-        may_stage: bool,
+        may_defer: bool,
     ) -> Logged {
-        if may_stage && change.batch != 0 {
+        if may_defer && change.batch != 0 {
             if let Some(staged) = self.stage_leaf(change, page_lsn, page_size, fill) {
                 change.op.count_keys(count);
                 return staged;
             }
         }
         self.publish_held();
+        let in_region = may_defer
+            && change.batch == 0
+            && self.inner.config.thread_regions
+            && staging::is_record_end(page_lsn);
         ENCODING.with(|encoding| {
             let mut encoding = encoding.borrow_mut();
             let Encoding { frame, scratch } = &mut *encoding;
@@ -351,10 +368,14 @@ impl Log {
                 FrameWriter::new(frame, scratch).leaf(change, image);
                 // A record without an image is valid only before the next checkpoint.
                 let tag = (!imaged).then_some(threshold);
-                match self
-                    .inner
-                    .append_frames(frame, tag, || change.op.count_keys(count))
-                {
+                let before_fill = || change.op.count_keys(count);
+                let appended = if in_region && frame.len() <= REGION_BYTES / 4 {
+                    self.inner
+                        .append_in_region(frame, tag, page_lsn, before_fill)
+                } else {
+                    self.inner.append_frames(frame, tag, before_fill)
+                };
+                match appended {
                     Ok(end) => return Logged::Appended(end),
                     // A checkpoint began meanwhile: the change may need the page's image.
                     Err(newer) => threshold = newer,

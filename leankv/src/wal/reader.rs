@@ -11,7 +11,9 @@
 //! a sync covers whole writes, so the frames after the last intact mark were never synced (a
 //! torn or unsynced tail), and each write is kept whole or not at all. Recovery thus restores
 //! a prefix of the log made of whole writes. The first pass holds the outlines read since the
-//! last mark (at most what the log buffer held unwritten) until a mark follows them.
+//! last mark (at most what the log buffer held unwritten) until a mark follows them. (Logs of
+//! format 2 could hold records after a write's mark, reserved before its chunk was sealed:
+//! they end at their last intact frame, [`LogEnding::LastFrame`].)
 //!
 //! A torn or unsynced tail is expected after a crash; damage to records that had been synced is
 //! not. Every write of the log carries a sync mark saying how far the log was durable before
@@ -63,12 +65,22 @@ pub(crate) struct LogScan {
     pub(crate) records: u64,
 }
 
+/// Where the log read at recovery ends (see the module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogEnding {
+    /// At the last intact sync mark: each write is kept whole.
+    LastSyncMark,
+    /// At the last intact frame (a log written in format 2).
+    LastFrame,
+}
+
 /// Reads the log from the checkpoint at `start`, whose record must be there, to the end of
-/// what survived, handing the outline of each record to `visit` with its end LSN; then checks
-/// that no synced record was lost.
+/// what survived (`ending`), handing the outline of each record to `visit` with its end LSN;
+/// then checks that no synced record was lost.
 pub(crate) fn read_log(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
+    ending: LogEnding,
     visit: impl FnMut(u64, Outline) -> Result<()>,
 ) -> Result<LogScan> {
     let (scan, marks) = std::thread::scope(|scope| {
@@ -79,7 +91,7 @@ pub(crate) fn read_log(
                 .map(|file| sync_marks(file.as_ref(), WINDOW))
                 .collect::<Result<Vec<_>>>()
         })?;
-        let scan = walk(files, start, None, WINDOW, visit);
+        let scan = walk(files, start, ending, None, WINDOW, visit);
         Ok::<_, Error>((scan, joined(marks)))
     })?;
     let scan = scan?;
@@ -129,24 +141,33 @@ fn walk_ahead(
         let reader = spawn_in(scope, "leankv-log-reader", move || {
             let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
             // A group's records all end where its frame does.
-            let scan = walk(files, start, stop, WINDOW, |lsn, records: Records| {
-                records.try_for_each(|record| {
-                    chunk.push((lsn, record));
-                    if chunk.len() == CHUNK_RECORDS {
-                        let next = match to_drop.try_recv() {
-                            Ok(mut done) => {
-                                done.clear();
-                                done
-                            }
-                            Err(_) => Vec::with_capacity(CHUNK_RECORDS),
-                        };
-                        // The visitor failed and hung up: stop (its error is the one returned).
-                        read.send(std::mem::replace(&mut chunk, next))
-                            .map_err(|_| Error::Closed)?;
-                    }
-                    Ok(())
-                })
-            })?;
+            // `stop` ends it where the first pass did.
+            let ending = LogEnding::LastFrame;
+            let scan = walk(
+                files,
+                start,
+                ending,
+                stop,
+                WINDOW,
+                |lsn, records: Records| {
+                    records.try_for_each(|record| {
+                        chunk.push((lsn, record));
+                        if chunk.len() == CHUNK_RECORDS {
+                            let next = match to_drop.try_recv() {
+                                Ok(mut done) => {
+                                    done.clear();
+                                    done
+                                }
+                                Err(_) => Vec::with_capacity(CHUNK_RECORDS),
+                            };
+                            // The visitor failed and hung up: stop (its error is the one returned).
+                            read.send(std::mem::replace(&mut chunk, next))
+                                .map_err(|_| Error::Closed)?;
+                        }
+                        Ok(())
+                    })
+                },
+            )?;
             _ = read.send(chunk);
             Ok(scan)
         })?;
@@ -349,11 +370,12 @@ fn next_frame<T: FrameContent>(
 }
 
 /// Hands what `T` decodes of the log's frames from the checkpoint at `start` to `visit`, up to
-/// the end of what survived or, if `stop` is given, up to that LSN (which must be where a
-/// frame ends; a frame before it that does not decode is then an error).
+/// the end of what survived (`ending`) or, if `stop` is given, up to that LSN (which must be
+/// where a frame ends; a frame before it that does not decode is then an error).
 fn walk<T: FrameContent>(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
+    ending: LogEnding,
     stop: Option<u64>,
     window_len: usize,
     mut visit: impl FnMut(u64, T) -> Result<()>,
@@ -418,7 +440,8 @@ fn walk<T: FrameContent>(
             if stop.is_some() {
                 visit(lsn, content)?;
             } else {
-                let ends_a_write = kept.is_none() || content.is_sync_mark();
+                let ends_a_write =
+                    kept.is_none() || ending == LogEnding::LastFrame || content.is_sync_mark();
                 held.push((lsn, content));
                 if ends_a_write {
                     held.drain(..)
@@ -540,7 +563,7 @@ pub(crate) fn records_from(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
 ) -> Result<(Vec<(u64, Record)>, LogScan)> {
-    let scan = read_log(files, start, |_, _| Ok(()))?;
+    let scan = read_log(files, start, LogEnding::LastSyncMark, |_, _| Ok(()))?;
     let mut records = Vec::new();
     reread_log(files, start, &scan.end, |lsn, record| {
         records.push((lsn, record.clone()));
@@ -688,20 +711,25 @@ mod tests {
             let mut files = files.clone();
             files[scan.end.file] = edited;
             let mut outlines = Vec::new();
-            read_log(&files, start, |lsn, outline| {
+            read_log(&files, start, LogEnding::LastSyncMark, |lsn, outline| {
                 outlines.push((lsn, outline));
                 Ok(())
             })
             .unwrap();
-            (records_from(&files, start).unwrap(), outlines)
+            let read = records_from(&files, start).unwrap();
+            (files, read, outlines)
         };
-        let ((torn, torn_scan), outlines) = with(&frames);
+        let (torn_files, (torn, torn_scan), outlines) = with(&frames);
         assert_eq!(torn, records, "a write without its mark is dropped whole");
         assert_eq!(torn_scan.end.lsn, scan.end.lsn);
         assert_eq!(torn_scan.end.tail.bytes, scan.end.tail.bytes);
         assert!(!outlines
             .iter()
             .any(|(_, o)| matches!(o, Outline::Commit { batch: 41 | 42 })));
+        // A log of format 2, whose writes could hold records after their mark, ends at its
+        // last intact frame.
+        let format_2 = read_log(&torn_files, start, LogEnding::LastFrame, |_, _| Ok(())).unwrap();
+        assert_eq!(format_2.end.lsn, scan.end.lsn + torn_len as u64);
         // The same write with its mark: kept whole.
         let mut mark = Vec::new();
         crate::wal::FrameWriter::new(&mut mark, &mut Vec::new()).sync_mark(scan.end.lsn);
@@ -711,7 +739,7 @@ mod tests {
             scan.generation,
         );
         frames.extend_from_slice(&mark);
-        let ((whole, whole_scan), outlines) = with(&frames);
+        let (_, (whole, whole_scan), outlines) = with(&frames);
         assert_eq!(whole.len(), records.len() + 3);
         assert_eq!(whole_scan.end.lsn, scan.end.lsn + frames.len() as u64);
         assert!(outlines
@@ -728,6 +756,7 @@ mod tests {
         let small_scan = walk(
             &files,
             start,
+            LogEnding::LastSyncMark,
             None,
             IO_ALIGNMENT,
             |lsn, records: Records| {

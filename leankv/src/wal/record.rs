@@ -42,7 +42,9 @@
 //!   batch;
 //! * `Commit`: a batch (or a range removal) is complete;
 //! * `SyncMark`: written with every write of the log, how far the log was durable before it,
-//!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail.
+//!   so that recovery tells a damaged synced record (an error) from a torn unsynced tail;
+//! * `Padding`: zeros filling the unused rest of a thread's region of a chunk (see
+//!   `sync::append_ring`'s regions); recovery skips it.
 //!
 //! Leaf payload: `[flags u8: bit 0 image follows, bits 1-2 before tag (0 unrecorded, 1
 //! absent, 2 value), bit 3 (puts) the key was absent, bit 4 (puts) the value is a
@@ -84,6 +86,7 @@ pub(super) const KIND_RANGE_REMOVAL: u8 = 10;
 pub(super) const KIND_RANGE_STEP: u8 = 11;
 pub(super) const KIND_GROUP: u8 = 12;
 pub(super) const KIND_PACKED_GROUP: u8 = 13;
+pub(super) const KIND_PADDING: u8 = 14;
 
 /// A packed group's flag: the group commits its batch (no `Commit` frame follows).
 pub(super) const GROUP_COMMITS: u8 = 1;
@@ -181,6 +184,8 @@ pub(crate) enum Record {
     SyncMark {
         durable: u64,
     },
+    /// The unused rest of a thread's region (zeros, not checked: the checksum covers them).
+    Padding,
 }
 
 /// A node split as logged (see `Record::Split`).
@@ -348,6 +353,18 @@ pub(crate) fn stamp_frames(frames: &mut [u8], lsn: u64, generation: u32) {
         at += (FRAME_HEADER + payload).next_multiple_of(FRAME_ALIGN);
     }
     debug_assert_eq!(at, frames.len(), "whole frames");
+}
+
+/// Fills `bytes` (a multiple of [`FRAME_ALIGN`], at least a header) with one padding frame of
+/// zeros placed at log position `lsn`, in life `generation`.
+pub(crate) fn pad(bytes: &mut [u8], lsn: u64, generation: u32) {
+    debug_assert!(bytes.len() >= FRAME_HEADER && bytes.len().is_multiple_of(FRAME_ALIGN));
+    let (header, payload) = bytes.split_at_mut(FRAME_HEADER);
+    payload.fill(0);
+    header.fill(0);
+    header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[KIND_OFFSET] = KIND_PADDING;
+    stamp(header, lsn, generation, crc32c::crc32c(payload));
 }
 
 impl<'a> FrameWriter<'a> {

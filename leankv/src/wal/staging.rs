@@ -29,7 +29,7 @@
 //! to publish it, never while waiting for a latch.
 
 use super::group;
-use super::record::{FillImage, LeafChange, MAX_GROUP_PAYLOAD, MAX_PAGE};
+use super::record::{FillImage, LeafChange, FRAME_ALIGN, MAX_GROUP_PAYLOAD, MAX_PAGE};
 use super::{Inner, Log};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard, RwLockReadGuard};
@@ -47,6 +47,20 @@ const _: () = assert!(STAGING_LIMIT + 2 * MAX_PAGE <= MAX_GROUP_PAYLOAD);
 const RECENT: u64 = 16;
 /// A mark holds the slot index + 1 above this many bits of publication number.
 const MARK_SHIFT: u32 = 48;
+
+/// The LSN a page takes when a record of it is staged under image threshold `redo_ptr`: past
+/// the threshold, and never a record's end (frames are aligned), so that
+/// [`is_record_end`] tells it apart, on disk too, where a page keeps it.
+fn stand_in_lsn(redo_ptr: u64) -> u64 {
+    debug_assert!(is_record_end(redo_ptr));
+    redo_ptr + 1
+}
+
+/// Whether a page's LSN is its last record's end, not a staged record's stand-in (whose
+/// record may lie anywhere after it).
+pub(super) fn is_record_end(page_lsn: u64) -> bool {
+    page_lsn.is_multiple_of(FRAME_ALIGN as u64)
+}
 
 /// The slots of one log.
 pub(super) struct Slots {
@@ -230,7 +244,7 @@ impl Log {
         // log's end (a log cut at recovery), and write-back would wait for it forever.
         Some(Logged::Staged {
             mark,
-            page_lsn: redo_ptr + 1,
+            page_lsn: stand_in_lsn(redo_ptr),
         })
     }
 

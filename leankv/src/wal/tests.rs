@@ -100,6 +100,7 @@ fn buffered_log(files: [Arc<dyn Storage>; 2], checkpoint_bytes: u64, buffer_byte
         // No zeros: these tests count the writer's writes and read the files back (quickly
         // under Miri); `writer::tests` test the zeros.
         zeroed_ahead: 0,
+        thread_regions: true,
     };
     let end = LogEnd {
         file: 0,

@@ -139,6 +139,26 @@ fn older_format_version_is_refused() {
     }
 }
 
+#[test]
+fn a_file_of_the_previous_format_opens_and_is_rewritten_in_the_current_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = populated(dir.path(), 10);
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes[12..16], 3u32.to_le_bytes());
+    bytes[12..16].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[4..512]);
+    bytes[..4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let db = open(dir.path(), small(32));
+    let tree = db.open_tree("t").unwrap();
+    for n in 0..10 {
+        assert_eq!(tree.get(key(n)).unwrap(), Some(vec![n as u8; 100]));
+    }
+    assert_eq!(db.stats().format_version, 3);
+    db.close().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap()[12..16], 3u32.to_le_bytes());
+}
+
 /// Creates a database with one tree of `count` keys and returns the page file's path.
 fn populated(dir: &std::path::Path, count: u64) -> std::path::PathBuf {
     let db = open(dir, small(32));

@@ -20,8 +20,8 @@ pub const TYPE_FREE_LIST: u8 = 3;
 
 // Superblock fields.
 pub const SB_VERSION: usize = 12;
-/// The on-disk format version the engine reads and writes.
-pub const FORMAT_VERSION: u32 = 2;
+/// The on-disk format version the engine writes.
+pub const FORMAT_VERSION: u32 = 3;
 pub const SB_PAGE_SIZE: usize = 16;
 pub const SB_CATALOG_ROOT: usize = 20;
 pub const SB_PAGE_COUNT: usize = 28;

@@ -1,5 +1,13 @@
 use super::*;
 
+/// Padding for the tests: dashes, at least 8 bytes.
+fn padding() -> Padding {
+    Padding {
+        min: 8,
+        write: Box::new(|bytes, _| bytes.fill(b'-')),
+    }
+}
+
 #[cfg(not(loom))]
 mod plain {
     use super::*;
@@ -7,7 +15,7 @@ mod plain {
 
     #[test]
     fn reservations_are_refused_without_room_or_with_another_tag() {
-        let (ring, mut control) = AppendRing::new(2);
+        let (ring, mut control) = AppendRing::new(2, padding());
         assert_eq!(ring.reserve(1, None).err(), Some(Refused::Full));
         // The install reserves its first bytes itself: nothing can come before them.
         let head = control.install(&ring, 100, 7, 3, 10, 0, 2).unwrap();
@@ -48,7 +56,7 @@ mod plain {
 
     #[test]
     fn a_trailer_sealed_in_the_same_exchange_ends_the_buffer() {
-        let (ring, mut control) = AppendRing::new(2);
+        let (ring, mut control) = AppendRing::new(2, padding());
         assert!(
             control.seal_with_trailer(&ring, 2).is_none(),
             "nothing open"
@@ -75,7 +83,7 @@ mod plain {
     #[test]
     fn a_trailer_sealed_among_concurrent_reservations_is_the_last_range() {
         for _ in 0..200 {
-            let (ring, mut control) = AppendRing::new(2);
+            let (ring, mut control) = AppendRing::new(2, padding());
             control
                 .install(&ring, 0, 0, 0, 1 << 20, 0, 0)
                 .unwrap()
@@ -118,7 +126,7 @@ mod plain {
 
     #[test]
     fn a_reservation_dropped_unfilled_poisons_its_buffer() {
-        let (ring, mut control) = AppendRing::new(1);
+        let (ring, mut control) = AppendRing::new(1, padding());
         control.install(&ring, 0, 0, 0, 10, 0, 0).unwrap().fill(&[]);
         ring.reserve(3, None).unwrap().fill(b"abc");
         drop(ring.reserve(3, None).unwrap()); // as a panic between reserving and filling would
@@ -140,7 +148,7 @@ mod plain {
         const THREADS: usize = 4;
         // Interpreted, each record takes long: fewer under Miri.
         const RECORDS: usize = if cfg!(miri) { 100 } else { 2_000 };
-        let (ring, mut control) = AppendRing::new(4);
+        let (ring, mut control) = AppendRing::new(4, padding());
         let ring = Arc::new(ring);
         let limit = if cfg!(miri) { 512 } else { 4096 };
         control
@@ -246,7 +254,7 @@ mod model {
     #[test]
     fn loom_reserved_ranges_are_disjoint_and_whole_in_the_sealed_buffer() {
         loom::model(|| {
-            let (ring, mut control) = AppendRing::new(1);
+            let (ring, mut control) = AppendRing::new(1, padding());
             control.install(&ring, 10, 0, 2, 8, 0, 0).unwrap().fill(&[]);
             let ring = Arc::new(ring);
             let appenders: Vec<_> = [1u8, 2]

@@ -132,6 +132,7 @@ impl FrameHeader {
                 batch: reader.u64()?,
             },
             KIND_SYNC_MARK => Outline::SyncMark,
+            KIND_PADDING => Outline::Other,
             KIND_STRUCTURE | KIND_NEW_TREE | KIND_RANGE_STEP | KIND_SPLIT | KIND_RANGE_REMOVAL => {
                 Outline::Other
             }
@@ -273,6 +274,10 @@ impl FrameHeader {
             KIND_SYNC_MARK => Record::SyncMark {
                 durable: reader.u64()?,
             },
+            KIND_PADDING => {
+                reader.bytes = &[];
+                Record::Padding
+            }
             other => return Err(format!("unknown log record kind {other}")),
         };
         if !reader.bytes.is_empty() {

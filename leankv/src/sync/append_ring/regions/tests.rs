@@ -1,0 +1,265 @@
+use super::*;
+use crate::sync::append_ring::RingControl;
+
+/// Padding for the tests: dashes, at least 8 bytes.
+fn padding() -> Padding {
+    Padding {
+        min: 8,
+        write: Box::new(|bytes, _| bytes.fill(b'-')),
+    }
+}
+
+/// A ring of `slots` with one buffer open at `start` (tag 7, room for `limit` bytes).
+fn ring_open_at(slots: usize, start: u64, limit: usize) -> (AppendRing, RingControl) {
+    let (ring, mut control) = AppendRing::new(slots, padding());
+    control
+        .install(&ring, start, 7, 0, limit, 0, 0)
+        .unwrap()
+        .fill(&[]);
+    (ring, control)
+}
+
+#[cfg(not(loom))]
+mod plain {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn a_threads_places_follow_each_other_and_a_closer_pads_the_rest() {
+        let (ring, mut control) = ring_open_at(1, 100, 2 * REGION_BYTES);
+        let entry = ring.regions.claim().unwrap();
+        let first = ring.reserve_in_region(entry, 16, Some(7), 0).unwrap();
+        assert_eq!(first.position(), 100);
+        first.fill(&[1; 16]);
+        let second = ring.reserve_in_region(entry, 8, None, 116).unwrap();
+        assert_eq!(second.position(), 116);
+        // Shared reservations come after the region.
+        let shared = ring.reserve(8, None).unwrap();
+        assert_eq!(shared.position(), 100 + REGION_BYTES as u64);
+        shared.fill(&[3; 8]);
+        // Sealed while the region is in use: the closer waits for the copy.
+        let mut sealed = control.seal(&ring).unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                second.fill(&[2; 8]);
+            });
+            let bytes = sealed.bytes_mut(&ring).unwrap();
+            assert_eq!(bytes[..16], [1; 16]);
+            assert_eq!(bytes[16..24], [2; 8]);
+            assert!(bytes[24..REGION_BYTES].iter().all(|&b| b == b'-'));
+            assert_eq!(bytes[REGION_BYTES..REGION_BYTES + 8], [3; 8]);
+        });
+        // The closed region is left for a new one, in the next buffer.
+        control.free(&ring, sealed, 1);
+        control
+            .install(&ring, 200, 7, 0, REGION_BYTES, 0, 0)
+            .unwrap()
+            .fill(&[]);
+        let next = ring.reserve_in_region(entry, 8, None, 0).unwrap();
+        assert_eq!(next.position(), 200);
+        next.fill(&[4; 8]);
+    }
+
+    #[test]
+    fn a_region_is_left_when_its_buffer_was_sealed_or_a_place_would_come_too_early() {
+        let (ring, mut control) = ring_open_at(2, 0, 4 * REGION_BYTES);
+        let entry = ring.regions.claim().unwrap();
+        ring.reserve_in_region(entry, 8, None, 0)
+            .unwrap()
+            .fill(&[1; 8]);
+        // The page's last record ends beyond the region's next place: a new region.
+        let late = ring.reserve_in_region(entry, 8, None, 9).unwrap();
+        assert_eq!(late.position(), REGION_BYTES as u64);
+        late.fill(&[2; 8]);
+        // Room that would be left too small to pad: a new region.
+        let region = 2 * REGION_BYTES as u64;
+        let most = ring
+            .reserve_in_region(entry, REGION_BYTES - 16, None, 0)
+            .unwrap();
+        assert_eq!(most.position(), REGION_BYTES as u64 + 8);
+        most.fill(&vec![3; REGION_BYTES - 16]);
+        let spill = ring.reserve_in_region(entry, 16, None, 0).unwrap();
+        assert_eq!(spill.position(), region);
+        spill.fill(&[4; 16]);
+        // Another tag than the install's is refused; the region is closed, not lost.
+        assert_eq!(
+            ring.reserve_in_region(entry, 8, Some(8), 0).err(),
+            Some(Refused::Tag(7))
+        );
+        // After a seal, an append never lands in the sealed buffer's region.
+        let mut sealed = control.seal(&ring).unwrap();
+        assert_eq!(sealed.len(), 3 * REGION_BYTES);
+        control
+            .install(&ring, sealed.len() as u64, 7, 0, REGION_BYTES, 0, 0)
+            .unwrap()
+            .fill(&[]);
+        let after = ring.reserve_in_region(entry, 8, None, 0).unwrap();
+        assert_eq!(after.position(), 3 * REGION_BYTES as u64);
+        after.fill(&[5; 8]);
+        let bytes = sealed.bytes_mut(&ring).unwrap();
+        assert_eq!(bytes[..8], [1; 8]);
+        assert!(bytes[8..REGION_BYTES].iter().all(|&b| b == b'-'));
+        assert_eq!(bytes[REGION_BYTES..REGION_BYTES + 8], [2; 8]);
+        assert!(bytes[2 * REGION_BYTES - 8..2 * REGION_BYTES]
+            .iter()
+            .all(|&b| b == b'-'));
+        assert!(bytes[2 * REGION_BYTES + 16..3 * REGION_BYTES]
+            .iter()
+            .all(|&b| b == b'-'));
+    }
+
+    #[test]
+    fn a_place_dropped_unfilled_poisons_its_buffer() {
+        let (ring, mut control) = ring_open_at(1, 0, REGION_BYTES);
+        let entry = ring.regions.claim().unwrap();
+        drop(ring.reserve_in_region(entry, 8, None, 0).unwrap());
+        let mut sealed = control.seal(&ring).unwrap();
+        assert!(sealed.bytes_mut(&ring).is_none());
+    }
+
+    /// Threads append records through their own regions (falling back to shared reservations)
+    /// while the controller seals, drains and reinstalls buffers: every record lies whole at
+    /// its position, a thread's records in its order, and every other byte is padding.
+    #[test]
+    fn concurrent_regions_lose_no_byte_and_pad_the_rest() {
+        const THREADS: usize = 3;
+        const RECORDS: usize = if cfg!(miri) { 60 } else { 3_000 };
+        let limit = if cfg!(miri) {
+            3 * REGION_BYTES
+        } else {
+            8 * REGION_BYTES
+        };
+        let (ring, mut control) = AppendRing::new(4, padding());
+        let done = AtomicUsize::new(0);
+        let record = |thread: usize, number: usize| {
+            let len = 8 * (1 + (number * 7 + thread) % 8);
+            let mut bytes = vec![thread as u8; len];
+            bytes[1..3].copy_from_slice(&(number as u16).to_le_bytes());
+            bytes
+        };
+        let mut log = Vec::new();
+        let placed: Vec<Vec<(u64, usize)>> = std::thread::scope(|scope| {
+            let appenders: Vec<_> = (0..THREADS)
+                .map(|thread| {
+                    let (ring, done) = (&ring, &done);
+                    scope.spawn(move || {
+                        let mut placed = Vec::new();
+                        for number in 0..RECORDS {
+                            let bytes = record(thread, number);
+                            let position = loop {
+                                match ring.reserve_in_own_region(bytes.len(), None, 0) {
+                                    Ok(place) => {
+                                        let position = place.position();
+                                        place.fill(&bytes);
+                                        break position;
+                                    }
+                                    Err(Refused::Full) => {}
+                                    Err(Refused::Tag(_)) => unreachable!("no tag asked for"),
+                                }
+                                match ring.reserve(bytes.len(), None) {
+                                    Ok(reservation) => {
+                                        let position = reservation.position();
+                                        reservation.fill(&bytes);
+                                        break position;
+                                    }
+                                    Err(_) => std::thread::yield_now(),
+                                }
+                            };
+                            placed.push((position, number));
+                        }
+                        done.fetch_add(1, Ordering::Release);
+                        placed
+                    })
+                })
+                .collect();
+            let mut start = 0u64;
+            loop {
+                let finished = done.load(Ordering::Acquire) == THREADS;
+                control
+                    .install(&ring, start, 0, 0, limit, 0, 0)
+                    .unwrap()
+                    .fill(&[]);
+                for _ in 0..50 {
+                    std::thread::yield_now();
+                }
+                let mut sealed = control.seal(&ring).unwrap();
+                let len = sealed.len();
+                log.extend_from_slice(&sealed.bytes_mut(&ring).unwrap()[..len]);
+                control.free(&ring, sealed, 1);
+                start += len as u64;
+                if finished {
+                    break;
+                }
+            }
+            appenders.into_iter().map(|a| a.join().unwrap()).collect()
+        });
+        let mut covered = vec![false; log.len()];
+        for (thread, placed) in placed.iter().enumerate() {
+            assert!(
+                placed.windows(2).all(|w| w[0].0 < w[1].0),
+                "a thread's records lie in its order"
+            );
+            for &(position, number) in placed {
+                let bytes = record(thread, number);
+                let at = position as usize;
+                assert_eq!(
+                    log[at..at + bytes.len()],
+                    bytes[..],
+                    "record {thread}/{number}"
+                );
+                covered[at..at + bytes.len()].fill(true);
+            }
+        }
+        let stray = (0..log.len()).find(|&at| !covered[at] && log[at] != b'-');
+        assert_eq!(stray, None, "bytes neither a record nor padding");
+    }
+}
+
+/// Loom model: a thread appends twice through its region while the controller seals the
+/// buffer and waits for it to fill: the wait ends (the region is closed, or its thread's
+/// place waited out), a place that lies in the sealed buffer is there whole, and the rest of
+/// the region is padding.
+#[cfg(loom)]
+mod model {
+    use super::*;
+    use loom::sync::Arc;
+
+    #[test]
+    fn loom_a_sealed_buffers_regions_are_closed_around_their_places() {
+        loom::model(|| {
+            let (ring, mut control) = ring_open_at(2, 0, 2 * REGION_BYTES);
+            let entry = ring.regions.claim().unwrap();
+            let ring = Arc::new(ring);
+            let appender = {
+                let ring = ring.clone();
+                loom::thread::spawn(move || {
+                    let mut placed = Vec::new();
+                    for byte in [1u8, 2] {
+                        if let Ok(place) = ring.reserve_in_region(entry, 8, None, 0) {
+                            placed.push((place.position(), byte));
+                            place.fill(&[byte; 8]);
+                        }
+                    }
+                    placed
+                })
+            };
+            let mut sealed = control.seal(&ring).unwrap();
+            let len = sealed.len();
+            let bytes = sealed.bytes_mut(&ring).unwrap()[..len].to_vec();
+            let placed = appender.join().unwrap();
+            let mut used = 0;
+            for (position, byte) in placed {
+                let at = position as usize;
+                if at < len {
+                    assert_eq!(bytes[at..at + 8], [byte; 8]);
+                    used += 8;
+                }
+            }
+            if len > 0 {
+                assert_eq!(len, REGION_BYTES);
+                assert!(bytes[used..].iter().all(|&b| b == b'-'));
+            }
+        });
+    }
+}
