@@ -8,7 +8,13 @@
 //! for every append, an appender preempted while holding it (two workers and the background
 //! threads on two cores) left the other worker parked until it ran again: a third of the CPU
 //! idle in YCSB A at 2 threads with the log; now the others reserve past it, and only whoever
-//! takes its chunk waits for its copy.
+//! takes its chunk waits for its copy. A single operation's small record goes to its thread's
+//! region of the open chunk instead (see `sync::append_ring`'s regions and
+//! [`Log::append_leaf`]): the shared word and the chunk's lines then move between cores once
+//! per region, not once per record; waiting for a sealed chunk to fill closes its regions and
+//! pads their rest. Since records of one chunk then lie in no order of completion, the writer
+//! seals each write's last chunk with its sync mark in one exchange, and recovery keeps whole
+//! writes only (see `reader`).
 //!
 //! The writer thread seals the open chunk, waits for its reserved ranges to be filled, writes
 //! the chunks to the log file and syncs when a commit waits for durability (`Immediate`, group
