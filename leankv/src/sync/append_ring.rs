@@ -424,13 +424,19 @@ impl AppendRing {
             if slot.filled.load(Ordering::Acquire) == len {
                 break;
             }
-            spins += 1;
-            if spins < 64 {
-                spin_loop();
-            } else {
-                yield_now();
-            }
+            pause(&mut spins);
         }
+    }
+}
+
+/// Waits a moment for an appender between its reservation and its copy: spins at first, then
+/// yields (it was preempted: it runs again soon).
+fn pause(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        spin_loop();
+    } else {
+        yield_now();
     }
 }
 

@@ -28,7 +28,7 @@
 //! its thread may read the buffer's settings while it holds the region in use.
 
 use super::{AppendRing, Refused, Slot, CLOSED, OFFSET_MASK};
-use crate::sync::atomic::{spin_loop, yield_now, AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::cell::RefCell;
 use std::sync::atomic::AtomicUsize;
@@ -311,12 +311,7 @@ impl AppendRing {
                     break;
                 }
                 if state & IN_USE != 0 {
-                    spins += 1;
-                    if spins < 64 {
-                        spin_loop();
-                    } else {
-                        yield_now();
-                    }
+                    super::pause(&mut spins);
                     continue;
                 }
                 if region
