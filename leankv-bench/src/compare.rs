@@ -37,6 +37,7 @@ const SHAPE_FIELDS: &[&str] = &[
     "distribution",
     "reads",
     "read_batch",
+    "target_ops_per_s",
     "records",
     "value_size",
     "pool_bytes",

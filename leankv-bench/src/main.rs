@@ -255,6 +255,11 @@ struct YcsbArgs {
     /// Needs `--reads copy`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     read_batch: u16,
+    /// Operations per second over all threads, as YCSB's `-target`: each thread paces its
+    /// share evenly (default: as fast as they go). For what an engine does at a given load,
+    /// e.g. the log's bytes where many threads each write rarely.
+    #[arg(long)]
+    target: Option<f64>,
     /// The order the load inserts records in: `index` (keys at random places, as YCSB's hashed
     /// keys; leaves about two-thirds full) or `key` (ascending, as a bulk load and vmcache's
     /// loader; full leaves). Loads are kept per order.
@@ -420,6 +425,12 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
     if args.read_batch > 1 && args.reads != ReadPath::Copy {
         bail!("--read-batch goes with --reads copy: batched reads copy their values");
     }
+    if args
+        .target
+        .is_some_and(|target| !(target.is_finite() && target > 0.0))
+    {
+        bail!("--target must be a positive number of operations per second");
+    }
     let suite = Suite {
         label: args.run.label.unwrap_or_else(|| default_label("ycsb")),
         engines: args.run.engines,
@@ -430,6 +441,7 @@ fn ycsb_suite(args: YcsbArgs) -> Result<()> {
         mix: args.mix,
         reads: args.reads,
         read_batch: usize::from(args.read_batch),
+        target: args.target,
         duration: Duration::from_secs(args.duration),
         warmup: Duration::from_secs(args.warmup),
         pool: args.pool,
@@ -584,6 +596,7 @@ fn headline(
         mix: Mix::preset('c').expect("preset c exists"),
         reads: ReadPath::Copy,
         read_batch: 1,
+        target: None,
         duration: Duration::from_secs(duration),
         warmup: Duration::from_secs(duration),
         pool: PoolSize::OfData(2.0),

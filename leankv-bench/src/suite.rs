@@ -36,6 +36,8 @@ pub struct Suite {
     pub reads: ReadPath,
     /// Keys per read call (see [`RunSpec::read_batch`]).
     pub read_batch: usize,
+    /// Operations per second over all threads (see [`RunSpec::target`]).
+    pub target: Option<f64>,
     #[serde(serialize_with = "harness::seconds")]
     pub duration: Duration,
     /// Unmeasured run before the measured ones when the data does not fit the pool.
@@ -84,6 +86,8 @@ pub struct YcsbRun {
     pub reads: ReadPath,
     /// Keys per read call (1: one `get` per read; more: `get_many`).
     pub read_batch: usize,
+    /// The operations per second the threads were paced to (`None`: unpaced).
+    pub target_ops_per_s: Option<f64>,
     pub duration_s: f64,
     pub ops: u64,
     pub ops_per_s: f64,
@@ -340,6 +344,7 @@ fn run_engine(
                 duration: suite.duration,
                 reads: suite.reads,
                 read_batch: suite.read_batch,
+                target: suite.target,
             };
             let measured = ycsb::run(engine.as_ref(), &spec, &next_insert)?;
             let run = YcsbRun {
@@ -358,6 +363,7 @@ fn run_engine(
                 mix: suite.mix.name.clone(),
                 reads: suite.reads,
                 read_batch: suite.read_batch,
+                target_ops_per_s: suite.target,
                 duration_s: measured.elapsed.as_secs_f64(),
                 ops: measured.ops,
                 ops_per_s: measured.ops_per_second(),
@@ -431,6 +437,8 @@ fn prepare(suite: &Suite, engine: &dyn Engine, setup: &Setup, data_bytes: u64) -
             duration: suite.warmup,
             reads: suite.reads,
             read_batch: suite.read_batch,
+            // The warm-up brings the pool to a steady state as fast as it can.
+            target: None,
         };
         ycsb::run(engine, &spec, &AtomicU64::new(u64::MAX / 2))?;
     }
@@ -581,6 +589,7 @@ mod tests {
             mix: Mix::preset('c').unwrap(),
             reads: ReadPath::Copy,
             read_batch: 1,
+            target: None,
             duration: Duration::from_millis(200),
             warmup: Duration::from_millis(100),
             pool: PoolSize::OfData(2.0),

@@ -444,6 +444,7 @@ fn lookups_suite(
         mix: Mix::preset('c').expect("YCSB C"),
         reads: ReadPath::Copy,
         read_batch: usize::from(args.read_batch),
+        target: None,
         duration: Duration::from_secs(args.duration),
         warmup: Duration::from_secs(warmup),
         pool,

@@ -77,6 +77,9 @@ pub struct RunSpec {
     /// [`get_many`](crate::engine::Operations::get_many) call (counted as that many reads;
     /// its latency is the call's).
     pub read_batch: usize,
+    /// Operations per second over all threads, as YCSB's `-target` (`None`: as fast as they
+    /// go): each thread paces its share evenly, sleeping until its next operation is due.
+    pub target: Option<f64>,
 }
 
 /// The outcome of a run.
@@ -152,8 +155,23 @@ fn worker(
     let mut batch_keys = Vec::with_capacity(spec.read_batch);
     let mut version = thread << 48;
     let mut seen = 0u64;
+    let pace = spec.target.map(|target| {
+        (
+            Instant::now(),
+            Duration::from_secs_f64(spec.threads as f64 / target),
+        )
+    });
     for n in 0.. {
-        if n % CLOCK_INTERVAL == 0 && !clock.running() {
+        if let Some((start, interval)) = pace {
+            let due = start + interval.mul_f64(n as f64);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if !clock.running() {
+                break;
+            }
+        } else if n % CLOCK_INTERVAL == 0 && !clock.running() {
             break;
         }
         let op = spec.mix.next(&mut rng);
@@ -281,6 +299,7 @@ mod tests {
                     } else {
                         1
                     },
+                    target: None,
                 };
                 let measured = run(engine.as_ref(), &spec, &next_insert).unwrap();
                 assert!(measured.ops > 0, "{letter}");
@@ -388,6 +407,33 @@ mod tests {
     }
 
     #[test]
+    fn a_paced_run_starts_no_operation_before_it_is_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(EngineKind::Leankv, dir.path(), &setup()).unwrap();
+        load(engine.as_ref(), 1_000, 10, LoadOrder::Index).unwrap();
+        let spec = RunSpec {
+            records: 1_000,
+            value_size: 10,
+            threads: 2,
+            distribution: Distribution::Uniform,
+            mix: Mix::preset('a').unwrap(),
+            duration: Duration::from_millis(300),
+            reads: ReadPath::Copy,
+            read_batch: 1,
+            target: Some(100.0),
+        };
+        let measured = run(engine.as_ref(), &spec, &AtomicU64::new(1_000)).unwrap();
+        // Each thread's n-th operation starts no earlier than n / 50 s after its start, and
+        // none starts after the deadline: at most 0.3 * 50 + 1 per thread, however fast the
+        // machine (and at least the first, however slow).
+        assert!(
+            (2..=32).contains(&measured.ops),
+            "{} operations",
+            measured.ops
+        );
+    }
+
+    #[test]
     fn a_missing_record_fails_the_run() {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(EngineKind::Leankv, dir.path(), &setup()).unwrap();
@@ -402,6 +448,7 @@ mod tests {
                 duration: Duration::from_secs(5),
                 reads,
                 read_batch,
+                target: None,
             };
             let error = run(engine.as_ref(), &spec, &AtomicU64::new(200)).unwrap_err();
             assert!(error.to_string().contains("missing"), "{error}");

@@ -151,7 +151,7 @@ def test_flush_stats_and_check(db):
         "scan_cooled", "large_value_bytes_written", "large_value_bytes_read", "io_mode",
         "page_size", "pool_frames", "frames_in_use", "page_count", "free_pages",
         "format_version", "log_bytes_written",
-        "log_syncs", "trees_counted_by_scan", "recovery",
+        "log_syncs", "log_padding_bytes", "trees_counted_by_scan", "recovery",
     ):
         assert name in stats, name
     assert stats["page_size"] == leankv.DEFAULT_PAGE_SIZE

@@ -83,6 +83,10 @@ pub struct Stats {
     pub log_bytes_written: u64,
     /// Syncs of the log files since open: with group commit, far fewer than commits.
     pub log_syncs: u64,
+    /// Of the log's bytes since open, those that pad the unused rest of a thread's region of
+    /// the log buffer when a sync closes it (single operations under `Eventual` or `None`
+    /// are placed in per-thread regions; see `ARCHITECTURE.md`).
+    pub log_padding_bytes: u64,
     /// What the recovery at open did.
     pub recovery: RecoveryStats,
     /// Trees whose key count was not known at open (after a crash without the log, or kept
@@ -93,7 +97,7 @@ pub struct Stats {
 impl Stats {
     /// The event counters since open, by field name: what a monitor or a benchmark reports
     /// as rates (every `u64` field that only grows).
-    pub fn counters(&self) -> [(&'static str, u64); 15] {
+    pub fn counters(&self) -> [(&'static str, u64); 16] {
         [
             ("page_reads", self.page_reads),
             ("page_writes", self.page_writes),
@@ -110,6 +114,7 @@ impl Stats {
             ("large_value_bytes_read", self.large_value_bytes_read),
             ("log_bytes_written", self.log_bytes_written),
             ("log_syncs", self.log_syncs),
+            ("log_padding_bytes", self.log_padding_bytes),
         ]
     }
 }
@@ -440,6 +445,7 @@ impl<P: Policy> Db<P> {
             format_version: crate::io::superblock::FORMAT_VERSION,
             log_bytes_written: log.bytes,
             log_syncs: log.syncs,
+            log_padding_bytes: log.padding,
             recovery: self.shared.recovery,
             trees_counted_by_scan: self.shared.key_counts.scans(),
         }

@@ -151,6 +151,8 @@ pub(crate) struct LogConfig {
 pub(crate) struct LogCounters {
     pub(crate) bytes: u64,
     pub(crate) syncs: u64,
+    /// Of the bytes appended, those that pad threads' regions (see `sync::append_ring`).
+    pub(crate) padding: u64,
 }
 
 /// A thread's buffers for encoding a leaf record before it is appended.
@@ -580,6 +582,7 @@ impl Log {
         LogCounters {
             bytes: self.inner.bytes.load(Ordering::Relaxed),
             syncs: self.inner.syncs.load(Ordering::Relaxed),
+            padding: self.inner.chunks.padded_bytes(),
         }
     }
 

@@ -61,6 +61,8 @@ pub(super) struct Regions {
     entries: Box<[CachePadded<Region>]>,
     /// Entries ever claimed (closers scan no further).
     claimed: AtomicUsize,
+    /// Bytes of padding written into closed regions' unused rest, ever.
+    padded: AtomicU64,
 }
 
 struct Region {
@@ -86,6 +88,7 @@ impl Regions {
                 })
                 .collect(),
             claimed: AtomicUsize::new(0),
+            padded: AtomicU64::new(0),
         })
     }
 
@@ -280,9 +283,10 @@ impl AppendRing {
             // exchange that made it moved the open word past it) and lies within the limit;
             // its unused rest is written by whoever closed it, once (the state's exchange),
             // and the buffer is not freed or read before the count below.
-            let rest =
+            let bytes =
                 unsafe { std::slice::from_raw_parts_mut(at.add(start as usize), rest as usize) };
-            (self.padding.write)(rest, slot.start.load(Ordering::Relaxed) + offset + used);
+            (self.padding.write)(bytes, slot.start.load(Ordering::Relaxed) + offset + used);
+            self.regions.padded.fetch_add(rest, Ordering::Relaxed);
         }
         // Release: the region's bytes are visible to whoever sees the count.
         slot.filled
@@ -329,6 +333,13 @@ impl AppendRing {
                 }
             }
         }
+    }
+}
+
+impl AppendRing {
+    /// Bytes of padding its regions took, ever (see the module notes).
+    pub(crate) fn padded_bytes(&self) -> u64 {
+        self.regions.padded.load(Ordering::Relaxed)
     }
 }
 

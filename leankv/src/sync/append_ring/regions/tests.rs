@@ -50,6 +50,7 @@ mod plain {
             assert!(bytes[24..REGION_BYTES].iter().all(|&b| b == b'-'));
             assert_eq!(bytes[REGION_BYTES..REGION_BYTES + 8], [3; 8]);
         });
+        assert_eq!(ring.padded_bytes(), REGION_BYTES as u64 - 24);
         // The closed region is left for a new one, in the next buffer.
         control.free(&ring, sealed, 1);
         control
