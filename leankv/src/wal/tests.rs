@@ -173,9 +173,16 @@ fn each_chunk_written_leaves_the_log_buffer_at_once() {
     let files: [Arc<dyn Storage>; 2] = [gated.clone(), Arc::new(MemoryStorage::new())];
     let log = buffered_log(files, 1 << 40, 8 << 20);
     let _unblock = OpenOnDrop(&gated);
-    // Records of 256 KiB; the writer is stuck in its first write while four chunks fill.
+    // Records of 256 KiB; the writer is stuck in its first write, of at most two chunks (it
+    // writes once a megabyte waits), while four more fill. (Appending on until the writer had
+    // begun let a writer that ran late take every chunk at once, and the appends then waited
+    // for a free one for ever.)
     let free: Vec<u64> = (1..=32 * 1024).collect();
-    while gated.gate.lock().1 == 0 || log.inner.state.lock().sealed.len() < 4 {
+    while gated.gate.lock().1 == 0 && log.inner.state.lock().sealed.len() < 2 {
+        log.append(|writer, _| writer.checkpoint(1, &free, &[]));
+    }
+    gated.wait_until_begun(1);
+    while log.inner.state.lock().sealed.len() < 4 {
         log.append(|writer, _| writer.checkpoint(1, &free, &[]));
     }
     // The writer finishes its first batch (one write per chunk) and takes the sealed chunks
