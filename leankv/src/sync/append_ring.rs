@@ -37,7 +37,7 @@ use std::cell::UnsafeCell;
 use std::sync::Arc;
 
 mod regions;
-pub(crate) use regions::{Padding, REGION_BYTES};
+pub(crate) use regions::{Padding, MAX_PLACE};
 
 const CLOSED: u64 = 1 << 63;
 const OFFSET_BITS: u32 = 32;

@@ -79,7 +79,7 @@ use record::FRAME_HEADER;
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::key_count::KeyStripe;
-use crate::sync::append_ring::{AppendRing, Padding, RingControl, REGION_BYTES};
+use crate::sync::append_ring::{AppendRing, Padding, RingControl, MAX_PLACE};
 use crate::sync::Event;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -377,7 +377,7 @@ impl Log {
                 // A record without an image is valid only before the next checkpoint.
                 let tag = (!imaged).then_some(threshold);
                 let before_fill = || change.op.count_keys(count);
-                let appended = if in_region && frame.len() <= REGION_BYTES / 4 {
+                let appended = if in_region && frame.len() <= MAX_PLACE {
                     self.inner
                         .append_in_region(frame, tag, page_lsn, before_fill)
                 } else {

@@ -1,8 +1,17 @@
-//! Per-thread regions of the open buffer: a thread reserves [`REGION_BYTES`] of it at once
-//! (one compare-and-swap on the shared word) and places its next small appends there, each
+//! Per-thread regions of the open buffer: a thread reserves a region of it at once (one
+//! compare-and-swap on the shared word) and places its next small appends there, each
 //! with a store to a word of its own, so that the shared word, the buffer's fill count and the
 //! buffer's lines move between cores once per region instead of once per append (YCSB A with
 //! the log, 2 threads on 2 cores: 1.125x the operations, bench/README `s51-*`).
+//!
+//! A region is sized to its thread's rate, because whatever a closer finds unused is padding
+//! written to the log (every sync closes every region): twice its last one's size when that
+//! one filled, half when less than half of it was used, from 1 to 16 KiB; a thread that used
+//! less than half of a smallest region appends its next [`SHARED_STREAK`] appends to the
+//! shared buffer instead, without padding. So a thread's padding is at most about what it
+//! appended to its region, and a thread that writes rarely pads almost nothing (with one
+//! fixed 4 KiB region, 64 threads at 20 K operations/s of YCSB A together padded 1,897 bytes
+//! per update to its ~160 bytes of record: bench/README `s53-*`).
 //!
 //! A region's reserved bytes count as filled only when it is *closed*: by its thread, when an
 //! append does not fit or may not go there, or by whoever waits for its buffer to fill (the
@@ -28,14 +37,21 @@
 //! its thread may read the buffer's settings while it holds the region in use.
 
 use super::{AppendRing, Refused, Slot, CLOSED, OFFSET_MASK};
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::cell::RefCell;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
 
-/// Bytes a region takes of the open buffer.
-pub(crate) const REGION_BYTES: usize = 4096;
+/// The largest append a region takes: half the smallest region, so that a fresh region takes
+/// any append and keeps room for a padding frame (an append of 1,000 bytes to a fresh region
+/// of 1 KiB would leave less than a frame header, which cannot be padded).
+pub(crate) const MAX_PLACE: usize = SMALLEST_REGION as usize / 2;
+const SMALLEST_REGION: u64 = 1 << 10;
+const LARGEST_REGION: u64 = 16 << 10;
+/// Appends a thread makes to the shared buffer after it used less than half of a smallest
+/// region, before it opens a region again.
+const SHARED_STREAK: u32 = 64;
 /// Regions per ring: a thread that finds none free appends to the shared buffer.
 const REGIONS: usize = 64;
 
@@ -72,6 +88,11 @@ struct Region {
     install: AtomicU64,
     /// Where it starts among the install's reserved bytes.
     offset: AtomicU64,
+    /// Its bytes (0 before the first).
+    len: AtomicU64,
+    /// Appends its thread still makes to the shared buffer before it opens a region again
+    /// (touched by its thread only).
+    shared_streak: AtomicU32,
 }
 
 impl Regions {
@@ -84,6 +105,8 @@ impl Regions {
                         claimed: AtomicBool::new(false),
                         install: AtomicU64::new(0),
                         offset: AtomicU64::new(0),
+                        len: AtomicU64::new(0),
+                        shared_streak: AtomicU32::new(0),
                     })
                 })
                 .collect(),
@@ -203,8 +226,23 @@ impl AppendRing {
             }
         }
         debug_assert_ne!(state & REGION_CLOSED, 0);
-        let reservation = self.reserve(REGION_BYTES, tag)?;
-        debug_assert!(len as usize <= REGION_BYTES);
+        debug_assert!(len <= MAX_PLACE as u64);
+        let streak = region.shared_streak.load(Ordering::Relaxed);
+        if streak > 0 {
+            region.shared_streak.store(streak - 1, Ordering::Relaxed);
+            return Err(Refused::Full);
+        }
+        let last = region.len.load(Ordering::Relaxed);
+        let Some(size) = next_region_size(last, state & USED_MASK, len + self.padding.min as u64)
+        else {
+            region
+                .shared_streak
+                .store(SHARED_STREAK - 1, Ordering::Relaxed);
+            // Until the next region opens, none follows from this one's use.
+            region.len.store(0, Ordering::Relaxed);
+            return Err(Refused::Full);
+        };
+        let reservation = self.reserve(size as usize, tag)?;
         let slot = reservation.slot;
         let offset = reservation.offset;
         // A fresh region lies after every place reserved before it, so after `at_least`
@@ -215,6 +253,7 @@ impl AppendRing {
             .install
             .store(slot.install.load(Ordering::Relaxed), Ordering::Relaxed);
         region.offset.store(offset, Ordering::Relaxed);
+        region.len.store(size, Ordering::Relaxed);
         // Release: a closer that sees the region open sees its settings.
         let opened = (state & OPENED_MASK).wrapping_add(OPENED) & OPENED_MASK;
         region.state.store(opened | IN_USE, Ordering::Release);
@@ -241,7 +280,7 @@ impl AppendRing {
         let install = region.install.load(Ordering::Relaxed);
         let slot = &self.slots[super::slot_of(install)];
         let used = state & USED_MASK;
-        let room = REGION_BYTES as u64 - used;
+        let room = region.len.load(Ordering::Relaxed) - used;
         let offset = region.offset.load(Ordering::Relaxed) + used;
         let fits = len == room || len + self.padding.min as u64 <= room;
         let tagged = tag.is_none_or(|tag| tag == slot.tag.load(Ordering::Relaxed));
@@ -264,17 +303,18 @@ impl AppendRing {
     fn close(&self, region: &Region, state: u64) -> u64 {
         let install = region.install.load(Ordering::Relaxed);
         let offset = region.offset.load(Ordering::Relaxed);
-        self.pad_and_count(install, offset, state & USED_MASK);
+        let len = region.len.load(Ordering::Relaxed);
+        self.pad_and_count(install, offset, len, state & USED_MASK);
         let closed = (state & !IN_USE) | REGION_CLOSED;
         region.state.store(closed, Ordering::Release);
         closed
     }
 
-    /// Pads the unused rest of the region at `offset` of `install`, `used` bytes used, and
-    /// counts the region filled: its buffer may be written (and freed) from now on.
-    fn pad_and_count(&self, install: u64, offset: u64, used: u64) {
+    /// Pads the unused rest of the region at `offset` of `install`, `len` bytes with `used`
+    /// used, and counts the region filled: its buffer may be written (and freed) from now on.
+    fn pad_and_count(&self, install: u64, offset: u64, len: u64, used: u64) {
         let slot = &self.slots[super::slot_of(install)];
-        let rest = REGION_BYTES as u64 - used;
+        let rest = len - used;
         if rest > 0 {
             debug_assert!(rest >= self.padding.min as u64);
             let at = slot.bytes.load(Ordering::Relaxed);
@@ -289,8 +329,7 @@ impl AppendRing {
             self.regions.padded.fetch_add(rest, Ordering::Relaxed);
         }
         // Release: the region's bytes are visible to whoever sees the count.
-        slot.filled
-            .fetch_add(REGION_BYTES as u64, Ordering::Release);
+        slot.filled.fetch_add(len, Ordering::Release);
     }
 
     /// Closes every region in `install` (a sealed buffer's) that is not in use, waiting out
@@ -305,9 +344,10 @@ impl AppendRing {
                 if state & REGION_CLOSED != 0 {
                     break;
                 }
-                let (in_install, offset) = (
+                let (in_install, offset, len) = (
                     region.install.load(Ordering::Relaxed),
                     region.offset.load(Ordering::Relaxed),
+                    region.len.load(Ordering::Relaxed),
                 );
                 if in_install != install {
                     // In another buffer (settings newer than `state` fail the exchange below
@@ -328,11 +368,29 @@ impl AppendRing {
                     )
                     .is_ok()
                 {
-                    self.pad_and_count(in_install, offset, state & USED_MASK);
+                    self.pad_and_count(in_install, offset, len, state & USED_MASK);
                     break;
                 }
             }
         }
+    }
+}
+
+/// The size of a thread's next region after its last one (`last` bytes, 0 if none, `used` of
+/// them) did not take an append of `len` bytes and the least padding; `None` if the thread
+/// should append to the shared buffer for a while (see the module notes).
+fn next_region_size(last: u64, used: u64, len: u64) -> Option<u64> {
+    if last == 0 {
+        return Some(SMALLEST_REGION);
+    }
+    if used + len > last {
+        Some((last * 2).min(LARGEST_REGION))
+    } else if used >= last / 2 {
+        Some(last)
+    } else if last > SMALLEST_REGION {
+        Some(last / 2)
+    } else {
+        None
     }
 }
 
@@ -364,7 +422,7 @@ impl Drop for RegionReservation<'_> {
         }
         // Release: the copy (or the poison mark) is visible to whoever closes the region.
         let used = (self.state & USED_MASK) + self.len;
-        debug_assert!(used <= REGION_BYTES as u64);
+        debug_assert!(used <= self.region.len.load(Ordering::Relaxed));
         self.region
             .state
             .store((self.state & !USED_MASK) | used, Ordering::Release);
