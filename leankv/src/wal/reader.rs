@@ -91,7 +91,7 @@ pub(crate) fn read_log(
                 .map(|file| sync_marks(file.as_ref(), WINDOW))
                 .collect::<Result<Vec<_>>>()
         })?;
-        let scan = walk(files, start, ending, None, WINDOW, visit);
+        let scan = walk(files, start, Until::Ending(ending), WINDOW, visit);
         Ok::<_, Error>((scan, joined(marks)))
     })?;
     let scan = scan?;
@@ -122,16 +122,16 @@ pub(crate) fn reread_log(
     end: &LogEnd,
     visit: impl FnMut(u64, &Record) -> Result<()>,
 ) -> Result<()> {
-    walk_ahead(files, start, Some(end.lsn), visit).map(|_| ())
+    walk_ahead(files, start, end.lsn, visit).map(|_| ())
 }
 
-/// [`walk`] in a thread of its own, which reads and decodes ahead of `visit`. The records go
-/// back to that thread to be dropped: freeing memory another thread allocated contends for the
-/// allocator's locks.
+/// [`walk`] up to `stop` in a thread of its own, which reads and decodes ahead of `visit`. The
+/// records go back to that thread to be dropped: freeing memory another thread allocated
+/// contends for the allocator's locks.
 fn walk_ahead(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
-    stop: Option<u64>,
+    stop: u64,
     mut visit: impl FnMut(u64, &Record) -> Result<()>,
 ) -> Result<LogScan> {
     type Chunk = Vec<(u64, Record)>;
@@ -141,13 +141,10 @@ fn walk_ahead(
         let reader = spawn_in(scope, "leankv-log-reader", move || {
             let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
             // A group's records all end where its frame does.
-            // `stop` ends it where the first pass did.
-            let ending = LogEnding::LastFrame;
             let scan = walk(
                 files,
                 start,
-                ending,
-                stop,
+                Until::Lsn(stop),
                 WINDOW,
                 |lsn, records: Records| {
                     records.try_for_each(|record| {
@@ -369,17 +366,29 @@ fn next_frame<T: FrameContent>(
     })
 }
 
-/// Hands what `T` decodes of the log's frames from the checkpoint at `start` to `visit`, up to
-/// the end of what survived (`ending`) or, if `stop` is given, up to that LSN (which must be
-/// where a frame ends; a frame before it that does not decode is then an error).
+/// How far [`walk`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// To the end of what survived, as the log's format ends it.
+    Ending(LogEnding),
+    /// To this LSN, where a frame ends (an earlier walk found it): a frame before it that does
+    /// not decode is an error.
+    Lsn(u64),
+}
+
+/// Hands what `T` decodes of the log's frames from the checkpoint at `start` to `visit`, as far
+/// as `until` says.
 fn walk<T: FrameContent>(
     files: &[Arc<dyn Storage>; 2],
     start: LogPosition,
-    ending: LogEnding,
-    stop: Option<u64>,
+    until: Until,
     window_len: usize,
     mut visit: impl FnMut(u64, T) -> Result<()>,
 ) -> Result<LogScan> {
+    let stop = match until {
+        Until::Lsn(lsn) => Some(lsn),
+        Until::Ending(_) => None,
+    };
     if start.lsn > MAX_LSN {
         return Err(Error::corruption(
             0,
@@ -407,8 +416,8 @@ fn walk<T: FrameContent>(
     }
     let mut records = 0;
     let mut switched = false;
-    // Without `stop`, frames are handed on only once a sync mark follows them (see the module
-    // notes); the starting checkpoint's record at once.
+    // Read to the end of what survived, frames are handed on only once a sync mark follows
+    // them (see the module notes); the starting checkpoint's record at once.
     let mut held: Vec<(u64, T)> = Vec::new();
     let mut kept: Option<Kept> = None;
     loop {
@@ -440,8 +449,9 @@ fn walk<T: FrameContent>(
             if stop.is_some() {
                 visit(lsn, content)?;
             } else {
-                let ends_a_write =
-                    kept.is_none() || ending == LogEnding::LastFrame || content.is_sync_mark();
+                let ends_a_write = kept.is_none()
+                    || until == Until::Ending(LogEnding::LastFrame)
+                    || content.is_sync_mark();
                 held.push((lsn, content));
                 if ends_a_write {
                     held.drain(..)
@@ -756,8 +766,7 @@ mod tests {
         let small_scan = walk(
             &files,
             start,
-            LogEnding::LastSyncMark,
-            None,
+            Until::Ending(LogEnding::LastSyncMark),
             IO_ALIGNMENT,
             |lsn, records: Records| {
                 records.try_for_each(|record| {
