@@ -8,8 +8,9 @@
 //! written to the log (every sync closes every region): twice its last one's size when that
 //! one filled, half when less than half of it was used, from 1 to 16 KiB; a thread that used
 //! less than half of a smallest region appends its next [`SHARED_STREAK`] appends to the
-//! shared buffer instead, without padding. So a thread's padding is at most about what it
-//! appended to its region, and a thread that writes rarely pads almost nothing (with one
+//! shared buffer instead, without padding. So once a region's size has followed its thread's
+//! rate, its padding is at most what the thread put in it (while the rate falls, the halvings
+//! catch up geometrically), and a thread that writes rarely pads almost nothing (with one
 //! fixed 4 KiB region, 64 threads at 20 K operations/s of YCSB A together padded 1,897 bytes
 //! per update to its ~160 bytes of record: bench/README `s53-*`).
 //!
