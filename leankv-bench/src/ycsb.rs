@@ -425,12 +425,9 @@ mod tests {
         let measured = run(engine.as_ref(), &spec, &AtomicU64::new(1_000)).unwrap();
         // Each thread's n-th operation starts no earlier than n / 50 s after its start, and
         // none starts after the deadline: at most 0.3 * 50 + 1 per thread, however fast the
-        // machine (and at least the first, however slow).
-        assert!(
-            (2..=32).contains(&measured.ops),
-            "{} operations",
-            measured.ops
-        );
+        // machine (unpaced, they would run thousands). No lower bound: a thread the machine
+        // starts only after the deadline runs none, and tests assert no progress.
+        assert!(measured.ops <= 32, "{} operations", measured.ops);
     }
 
     #[test]
