@@ -385,15 +385,33 @@ impl RingControl {
     }
 
     /// Takes back a sealed buffer once filled (an appender may still be copying into it);
-    /// buffers beyond the `keep` most recently freed are released.
+    /// the free buffers beyond the `keep` most recently freed are released (`keep` may
+    /// change from call to call).
     pub(crate) fn free(&mut self, ring: &AppendRing, sealed: Sealed, keep: usize) {
         sealed.wait_filled(ring);
         self.free.push(sealed.slot);
-        if let Some(&oldest) = self.free.len().checked_sub(keep + 1).map(|i| &self.free[i]) {
+        let beyond = self.free.len().saturating_sub(keep);
+        for &slot in &self.free[..beyond] {
             // SAFETY: the slot is free (see `install`).
-            let storage = unsafe { &mut *ring.slots[oldest].storage.get() };
-            *storage = Vec::new();
+            let storage = unsafe { &mut *ring.slots[slot].storage.get() };
+            if storage.capacity() != 0 {
+                *storage = Vec::new();
+            }
         }
+    }
+
+    /// Buffers in use: installed and not yet freed.
+    pub(crate) fn in_use(&self, ring: &AppendRing) -> usize {
+        ring.slots.len() - self.free.len()
+    }
+
+    /// Free buffers that still hold their memory.
+    #[cfg(test)]
+    pub(crate) fn kept(&self, ring: &AppendRing) -> usize {
+        (self.free.iter())
+            // SAFETY: the slots are free (see `install`).
+            .filter(|&&slot| unsafe { &*ring.slots[slot].storage.get() }.capacity() != 0)
+            .count()
     }
 
     /// Waits until every sealed buffer not yet freed is filled: every reservation made before

@@ -5,10 +5,11 @@
 //! failed. See the module notes of `wal` for why appends take no lock.
 
 use super::record::{stamp_frames, FrameWriter};
-use super::{Inner, State, LOG_BLOCK, SPARE_CHUNKS, WRITE_AHEAD_BYTES};
+use super::{Inner, State, LOG_BLOCK, SPARE_CHUNKS, SPARE_DECAY, WRITE_AHEAD_BYTES};
 use crate::sync::append_ring::{AppendRing, Refused, Reservation, Sealed};
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// Who appends: the writer thread may open the last free chunk, which the others leave it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,8 +264,48 @@ impl Inner {
     /// Drops the sealed chunks unwritten, once filled (a failed log writes nothing more).
     pub(super) fn discard_sealed(&self, state: &mut State) {
         for chunk in std::mem::take(&mut state.sealed) {
-            state.control.free(&self.chunks, chunk.sealed, SPARE_CHUNKS);
+            self.free_chunk(state, chunk.sealed);
         }
         state.pending_bytes = 0;
+    }
+
+    /// Takes back a written (or discarded) chunk, keeping the buffers [`SpareChunks`] asks for.
+    pub(super) fn free_chunk(&self, state: &mut State, sealed: Sealed) {
+        let in_use = state.control.in_use(&self.chunks);
+        let keep = state.spares.keep(in_use, Instant::now());
+        state.control.free(&self.chunks, sealed, keep);
+    }
+}
+
+/// How many freed chunk buffers the log keeps for reuse: as many as were in use at once
+/// lately, at least [`SPARE_CHUNKS`]; a peak not reached again for [`SPARE_DECAY`] is halved
+/// (not below what is in use). After each checkpoint begins, the first change of every page
+/// logs its image, a burst that can fill the whole log buffer: with four buffers kept, those
+/// freed after one burst were allocated, zeroed and faulted in again at the next, seconds
+/// later (YCSB A with the log at 2 threads: ~0.6% of the CPU, bench/README `s54-*`). What a
+/// one-off burst took goes back within about a minute of log writes after it (the buffers are
+/// released as chunks are freed).
+#[derive(Debug)]
+pub(super) struct SpareChunks {
+    peak: usize,
+    since: Instant,
+}
+
+impl SpareChunks {
+    pub(super) fn new(now: Instant) -> SpareChunks {
+        SpareChunks {
+            peak: 0,
+            since: now,
+        }
+    }
+
+    /// The buffers to keep as a chunk is freed at `now`, `in_use` chunks in use with it.
+    pub(super) fn keep(&mut self, in_use: usize, now: Instant) -> usize {
+        if in_use >= self.peak {
+            (self.peak, self.since) = (in_use, now);
+        } else if now.saturating_duration_since(self.since) >= SPARE_DECAY {
+            (self.peak, self.since) = ((self.peak / 2).max(in_use), now);
+        }
+        self.peak.max(SPARE_CHUNKS)
     }
 }

@@ -20,7 +20,8 @@
 //! the chunks to the log file and syncs when a commit waits for durability (`Immediate`, group
 //! commit: every commit that arrived meanwhile shares the sync), when the `Eventual` delay is
 //! up, when a page write needs its records durable first (the WAL rule) or at shutdown. Between
-//! syncs it writes each full chunk (1 MiB) without syncing, and frees each chunk once written;
+//! syncs it writes each full chunk (1 MiB) without syncing, and frees each chunk once written
+//! (its buffer kept for reuse while bursts of that size recur, see [`SpareChunks`]);
 //! writes wait while more than the log buffer (`LogConfig::buffer_bytes`) waits unwritten (a
 //! device slower than the appends), and an append waits for a free chunk, so memory stays
 //! bounded under any durability.
@@ -73,7 +74,7 @@ pub(crate) use staging::{Logged, StagingSlot};
 use writer::Zeroed;
 pub(crate) use writer::{zeroed_ahead, Tail};
 
-use chunks::{Appender, Chunk};
+use chunks::{Appender, Chunk, SpareChunks};
 use record::FRAME_HEADER;
 
 use crate::error::{Error, Result};
@@ -103,8 +104,10 @@ pub(crate) const MAX_LOG_BUFFER: usize = 512 << 20;
 /// the log writer to that rate, and `Eventual` writers waited for it whenever page images came
 /// in bursts.
 pub(crate) const LOG_BLOCK: usize = 4096;
-/// Chunk buffers kept for reuse beyond those in use.
+/// Chunk buffers kept for reuse beyond those in use, at least (see [`SpareChunks`]).
 const SPARE_CHUNKS: usize = 4;
+/// A peak of chunks in use not reached again for this long is halved (see [`SpareChunks`]).
+const SPARE_DECAY: Duration = Duration::from_secs(10);
 
 /// Chunks (open, sealed, being written) for a log buffer of `buffer_bytes`: twice its full
 /// chunks, as chunks sealed early by syncs hold less; an append that finds none free waits for
@@ -169,6 +172,8 @@ thread_local! {
 struct State {
     /// Opens, seals and frees the chunks of `Inner::chunks`.
     control: RingControl,
+    /// How many freed chunks keep their buffers.
+    spares: SpareChunks,
     /// Sealed chunks not yet taken by the writer, in log order.
     sealed: Vec<Chunk>,
     /// Bytes of the chunks in `sealed`.
@@ -266,6 +271,7 @@ impl Log {
             chunks,
             state: Mutex::new(State {
                 control,
+                spares: SpareChunks::new(Instant::now()),
                 sealed: Vec::new(),
                 pending_bytes: 0,
                 writing_bytes: 0,

@@ -412,6 +412,30 @@ fn chunks_are_written_in_place_and_each_write_carries_the_partial_block() {
 }
 
 #[test]
+fn spare_chunks_follow_the_recent_peak_and_halve_once_it_is_not_reached() {
+    let start = Instant::now();
+    let at = |seconds: u64| start + Duration::from_secs(seconds);
+    let mut spares = SpareChunks::new(start);
+    assert_eq!(
+        spares.keep(1, at(0)),
+        SPARE_CHUNKS,
+        "never fewer than the floor"
+    );
+    assert_eq!(spares.keep(40, at(1)), 40, "a burst's chunks are all kept");
+    assert_eq!(spares.keep(3, at(2)), 40);
+    // The burst recurs before the peak decays: still 40.
+    assert_eq!(spares.keep(38, at(10)), 40);
+    assert_eq!(spares.keep(40, at(11)), 40);
+    // Not reached for the decay interval: halved, and again after the next.
+    assert_eq!(spares.keep(2, at(11) + SPARE_DECAY), 20);
+    assert_eq!(spares.keep(2, at(12) + SPARE_DECAY), 20);
+    assert_eq!(spares.keep(2, at(11) + 2 * SPARE_DECAY), 10);
+    // Never below what is in use, nor below the floor.
+    assert_eq!(spares.keep(9, at(11) + 3 * SPARE_DECAY), 9);
+    assert_eq!(spares.keep(1, at(11) + 5 * SPARE_DECAY), SPARE_CHUNKS);
+}
+
+#[test]
 fn a_panic_in_the_writer_fails_the_log_instead_of_leaving_commits_waiting() {
     let files: [Arc<dyn Storage>; 2] = [
         Arc::new(CheckedWrites::panicking()),

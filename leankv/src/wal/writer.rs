@@ -7,9 +7,7 @@
 //! a large value written to it. With nothing due, it writes zeros ahead of the log's end
 //! ([`Zeroed`]), so that the syncs of the records that land there need no file-system metadata.
 
-use super::{
-    Chunk, FrameWriter, Inner, Instant, Ordering, LOG_BLOCK, SPARE_CHUNKS, WRITE_AHEAD_BYTES,
-};
+use super::{Chunk, FrameWriter, Inner, Instant, Ordering, LOG_BLOCK, WRITE_AHEAD_BYTES};
 use crate::io::{AlignedBuf, Storage};
 
 /// How far ahead of where the next records land the writer keeps a log file's blocks written
@@ -234,7 +232,7 @@ impl Inner {
                 // in the log buffer go on while the rest is written.
                 let mut state = self.state.lock();
                 state.writing_bytes -= chunk.sealed.len();
-                state.control.free(&self.chunks, chunk.sealed, SPARE_CHUNKS);
+                self.free_chunk(&mut state, chunk.sealed);
                 if self.throttled.load(Ordering::Relaxed) {
                     self.update_throttle(&state);
                 }

@@ -125,6 +125,32 @@ mod plain {
     }
 
     #[test]
+    fn freeing_keeps_the_buffers_of_the_most_recently_freed_only() {
+        let (ring, mut control) = AppendRing::new(6, padding());
+        let mut sealed = Vec::new();
+        for start in 0..5 {
+            control
+                .install(&ring, start, 0, 0, 1, 0, 0)
+                .unwrap()
+                .fill(&[]);
+            sealed.push(control.seal(&ring).unwrap());
+        }
+        assert_eq!(control.in_use(&ring), 5);
+        for (freed, chunk) in sealed.drain(..).enumerate() {
+            control.free(&ring, chunk, 4);
+            assert_eq!(control.kept(&ring), (freed + 1).min(4));
+        }
+        assert_eq!(control.in_use(&ring), 0);
+        // Installs take the most recently freed first: their buffers are reused.
+        control.install(&ring, 5, 0, 0, 1, 0, 0).unwrap().fill(&[]);
+        assert_eq!(control.kept(&ring), 3);
+        let chunk = control.seal(&ring).unwrap();
+        // A smaller `keep` releases every buffer beyond it at once.
+        control.free(&ring, chunk, 1);
+        assert_eq!(control.kept(&ring), 1);
+    }
+
+    #[test]
     fn a_reservation_dropped_unfilled_poisons_its_buffer() {
         let (ring, mut control) = AppendRing::new(1, padding());
         control.install(&ring, 0, 0, 0, 10, 0, 0).unwrap().fill(&[]);
