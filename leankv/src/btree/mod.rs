@@ -21,7 +21,7 @@
 //! the page kinds it registers with the buffer manager; [`descend`] the descents and reads,
 //! [`insert`] inserts, updates and splits (planned by [`split`]), [`remove`] removals and
 //! merges, [`remove_range`] range removals, [`conditional`] compare-and-swap and
-//! read-modify-write, [`drop`] dropping a tree, [`scan`] range scans, [`large`] values
+//! read-modify-write, [`drop`](mod@drop) dropping a tree, [`scan`] range scans, [`large`] values
 //! stored outside the leaves; [`node`] the node format
 //! (reading, validating, writing) and [`check`] the integrity checker over a whole tree on
 //! disk.
