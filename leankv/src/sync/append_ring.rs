@@ -392,7 +392,9 @@ impl RingControl {
         self.free.push(sealed.slot);
         let beyond = self.free.len().saturating_sub(keep);
         for &slot in &self.free[..beyond] {
-            // SAFETY: the slot is free (see `install`).
+            // SAFETY: `slot` is in the free list: no install names it, so no reservation, fill
+            // or sealed handle can reach its storage, and only this controller (borrowed
+            // mutably here) touches a free slot's storage until it installs it again.
             let storage = unsafe { &mut *ring.slots[slot].storage.get() };
             if storage.capacity() != 0 {
                 *storage = Vec::new();
@@ -408,10 +410,13 @@ impl RingControl {
     /// Free buffers that still hold their memory.
     #[cfg(test)]
     pub(crate) fn kept(&self, ring: &AppendRing) -> usize {
-        (self.free.iter())
-            // SAFETY: the slots are free (see `install`).
-            .filter(|&&slot| unsafe { &*ring.slots[slot].storage.get() }.capacity() != 0)
-            .count()
+        let holds_memory = |slot: usize| {
+            // SAFETY: `slot` is in the free list: nothing but this controller (borrowed here)
+            // touches a free slot's storage, and it does not write it during this shared read.
+            let storage = unsafe { &*ring.slots[slot].storage.get() };
+            storage.capacity() != 0
+        };
+        self.free.iter().filter(|&&slot| holds_memory(slot)).count()
     }
 
     /// Waits until every sealed buffer not yet freed is filled: every reservation made before

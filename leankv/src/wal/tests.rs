@@ -403,9 +403,7 @@ fn chunks_are_written_in_place_and_each_write_carries_the_partial_block() {
     assert_eq!((tail.offset, tail.bytes.len()), (8192, 9300 - 8192));
     let mut state = log.inner.state.lock();
     for chunk in chunks {
-        state
-            .control
-            .free(&log.inner.chunks, chunk.sealed, SPARE_CHUNKS);
+        log.inner.free_chunk(&mut state, chunk.sealed);
     }
     drop(state);
     log.shut_down().unwrap();
