@@ -28,6 +28,7 @@ use crate::options::Options;
 use crate::recovery::{self, Restore, Undo};
 use crate::shared::DbShared;
 use crate::wal::{Log, LogConfig, LogEnd, LogEnding, LogPosition, RangeRemoval, Tail, MAX_LSN};
+use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -235,7 +236,7 @@ pub(crate) fn open<P: Policy>(
         max_key_size: btree::node::max_key_size(page_size),
         max_value_size: crate::MAX_VALUE_SIZE,
         durability: options.durability,
-        batch_gate: RwLock::new(()),
+        batch_gate: CachePadded::new(RwLock::new(())),
         checkpointing: Mutex::new(()),
         generation,
         log_end,

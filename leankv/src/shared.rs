@@ -24,6 +24,7 @@ use crate::io::superblock::{CheckpointRef, Superblock};
 use crate::io::AlignedBuf;
 use crate::key_count::KeyCounts;
 use crate::wal::LogPosition;
+use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -46,8 +47,10 @@ pub(crate) struct DbShared<P: Policy> {
     /// The default durability of commits.
     pub(crate) durability: Durability,
     /// Held shared by a batch from its first change to its commit record, exclusively while
-    /// a checkpoint begins (see `crate::batch`).
-    pub(crate) batch_gate: RwLock<()>,
+    /// a checkpoint begins (see `crate::batch`). On cache lines of its own: every batch
+    /// writes its word twice, and the fields every operation reads (`bm`, the size limits)
+    /// would move between the cores with it.
+    pub(crate) batch_gate: CachePadded<RwLock<()>>,
     /// Held by the running checkpoint: one at a time (the log keeps the last completed one).
     pub(crate) checkpointing: Mutex<()>,
     /// The log generation of this life of the database.

@@ -82,6 +82,7 @@ use crate::io::Storage;
 use crate::key_count::KeyStripe;
 use crate::sync::append_ring::{AppendRing, Padding, RingControl, MAX_PLACE};
 use crate::sync::Event;
+use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -232,7 +233,9 @@ struct Inner {
     /// Set while writes must wait (see `Inner::must_wait`; `admit` runs before every write and
     /// reads only this; it changes rarely).
     throttled: AtomicBool,
-    next_batch: AtomicU64,
+    /// Taken by every batch: on cache lines of its own, away from what every record reads
+    /// (`redo_ptr`, `throttled`, the slots' address).
+    next_batch: CachePadded<AtomicU64>,
     bytes: AtomicU64,
     syncs: AtomicU64,
     /// Open batches' staged records (see `staging`).
@@ -295,7 +298,7 @@ impl Log {
             failed: AtomicBool::new(false),
             throttled: AtomicBool::new(false),
             redo_ptr: AtomicU64::new(checkpoint.lsn),
-            next_batch: AtomicU64::new(u64::from(generation) << 32),
+            next_batch: CachePadded::new(AtomicU64::new(u64::from(generation) << 32)),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             slots: staging::Slots::new(),
