@@ -367,3 +367,56 @@ pub(crate) fn run<P: Policy, T, E: From<Error>>(
     db.commit_durability(end, durability)?;
     Ok(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Db, Options};
+    use std::sync::mpsc::channel;
+
+    /// Two threads' open transactions changing one leaf: the second publishes the first's
+    /// staged records before its own change (the page's changes stay in order), which makes
+    /// the page contended; from then on the changes batches make to it are appended directly
+    /// instead of staged (see `Frame::is_contended`), on either thread.
+    #[test]
+    fn a_leaf_that_open_transactions_share_is_logged_directly_from_then_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let tree = db.open_tree("t").unwrap();
+        tree.insert("a", "0").unwrap();
+        let bm = &db.shared.bm;
+        let header = bm.frame(tree.handle.tree.root_frame());
+        let (staged, first_staged) = channel();
+        let (go_on, second_done) = channel::<()>();
+        std::thread::scope(|scope| {
+            let (db, tree) = (&db, &tree);
+            let first = scope.spawn(move || {
+                db.transaction::<_, crate::Error>(|tx| {
+                    tx.insert(tree, "b", "1")?;
+                    staged.send(()).unwrap();
+                    second_done.recv().unwrap();
+                    Ok(())
+                })
+            });
+            first_staged.recv().unwrap();
+            assert_ne!(header.staged_mark(), 0, "the first change is staged");
+            assert!(!header.is_contended());
+            db.transaction::<_, crate::Error>(|tx| {
+                tx.insert(tree, "c", "2")?;
+                assert!(header.is_contended());
+                assert_eq!(header.staged_mark(), 0, "appended, not staged");
+                Ok(())
+            })
+            .unwrap();
+            go_on.send(()).unwrap();
+            first.join().unwrap().unwrap();
+        });
+        db.transaction::<_, crate::Error>(|tx| {
+            tx.insert(&tree, "d", "3")?;
+            assert_eq!(header.staged_mark(), 0, "still appended");
+            Ok(())
+        })
+        .unwrap();
+        let keys: Vec<_> = tree.iter().map(|pair| pair.unwrap().0).collect();
+        assert_eq!(keys, [b"a", b"b", b"c", b"d"].map(|key| key.to_vec()));
+    }
+}
