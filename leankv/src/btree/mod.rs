@@ -294,12 +294,6 @@ impl<P: Policy> BTree<P> {
         Ok(())
     }
 
-    /// The root's frame, for tests that look at its header.
-    #[cfg(test)]
-    pub(crate) fn root_frame(&self) -> FrameId {
-        self.root()
-    }
-
     pub(crate) fn root_page_id(&self) -> u64 {
         self.root_page_id
     }

@@ -45,12 +45,6 @@ pub(crate) struct Frame {
     /// Intrusive links of the cooling FIFO, guarded by the cooling-stage mutex.
     pub(crate) fifo_prev: AtomicU32,
     pub(crate) fifo_next: AtomicU32,
-    /// Set when a change found the page's latest change staged by another thread's open batch
-    /// (whose records it then had to publish early): the page's later changes in batches are
-    /// logged directly instead of staged (see `wal/staging.rs`). Set under the exclusive latch,
-    /// cleared with the page id. Here, in the padding before `fifo_seq`: on the header's first
-    /// line, with `staged`, read at every change.
-    contended: AtomicBool,
     /// When the frame entered the cooling FIFO (its push number), guarded by the same mutex:
     /// tells the background writer's cursor whether it examined the frame already.
     pub(crate) fifo_seq: AtomicU64,
@@ -75,9 +69,6 @@ pub(crate) struct Frame {
 }
 
 const _: () = assert!(std::mem::size_of::<Frame>() <= FRAME_HEADER_AREA);
-// What every logged change reads shares the latch's cache line.
-const _: () = assert!(std::mem::offset_of!(Frame, staged) + 8 <= 64);
-const _: () = assert!(std::mem::offset_of!(Frame, contended) < 64);
 
 impl Frame {
     pub(crate) fn page_id(&self) -> u64 {
@@ -88,7 +79,6 @@ impl Frame {
     pub(crate) fn set_page_id(&self, _guard: &ExclusiveGuard<'_>, page_id: u64) {
         self.page_id.store(page_id, Ordering::Release);
         self.staged.store(0, Ordering::Release);
-        self.contended.store(false, Ordering::Relaxed);
         self.inserts.store(0, Ordering::Relaxed);
     }
 
@@ -136,17 +126,6 @@ impl Frame {
     /// Caller holds the exclusive latch.
     pub(crate) fn set_staged_mark(&self, _guard: &ExclusiveGuard<'_>, mark: u64) {
         self.staged.store(mark, Ordering::Release);
-    }
-
-    /// Whether batches log their changes of the page directly (see the field). Read under the
-    /// exclusive latch.
-    pub(crate) fn is_contended(&self) -> bool {
-        self.contended.load(Ordering::Relaxed)
-    }
-
-    /// Caller holds the exclusive latch.
-    pub(crate) fn set_contended(&self, _guard: &ExclusiveGuard<'_>) {
-        self.contended.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn state(&self) -> FrameState {

@@ -70,9 +70,7 @@ impl<P: Policy> BufferManager<P> {
         let header = self.frame(frame);
         let page_id = header.page_id();
         let page_lsn = page_format::lsn(self.page(frame).all());
-        if log.settle(header.staged_mark()) {
-            header.set_contended(guard);
-        }
+        log.settle(header.staged_mark());
         // A page no record described yet is described now, under the page-id lock (see the
         // module notes); every page is described at creation, so this is a safeguard. Large
         // values the record references or frees change allocation with it, under the lock.
@@ -86,10 +84,8 @@ impl<P: Policy> BufferManager<P> {
             before,
         };
         let mut fill = |image: &mut [u8]| self.copy_for_log(frame, image);
-        // Records that change allocation are appended at once, under the page-id lock; so are
-        // a batch's changes of a contended page: staged, each would make the next thread to
-        // change the page publish the batch early, moving its records between the cores.
-        let may_stage = ids.is_none() && !(batch != 0 && header.is_contended());
+        // Records that change allocation are appended at once, under the page-id lock.
+        let may_stage = ids.is_none();
         let logged = log.append_leaf(
             change,
             page_lsn,

@@ -252,20 +252,18 @@ impl Log {
 
     /// Before this thread logs a change to a page marked `mark` (0: none): publishes the
     /// marking slot if another thread holds it and has not published the page's record yet.
-    /// Returns whether it found it so (the page is contended: see `Frame::is_contended`).
-    pub(crate) fn settle(&self, mark: u64) -> bool {
+    pub(crate) fn settle(&self, mark: u64) {
         if mark == 0 {
-            return false;
+            return;
         }
         let (index, publication) = split_mark(mark);
         let slot = &self.inner.slots.slots[index];
         if slot.published.load(Ordering::Acquire) >= publication
             || self.held() == Some(index as u16)
         {
-            return false;
+            return;
         }
         drop(self.publish_through(slot, publication));
-        true
     }
 
     /// Whether the records of the publication a page's `mark` names are in the log already
