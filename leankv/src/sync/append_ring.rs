@@ -391,14 +391,19 @@ impl RingControl {
         sealed.wait_filled(ring);
         self.free.push(sealed.slot);
         let beyond = self.free.len().saturating_sub(keep);
-        for &slot in &self.free[..beyond] {
+        // The free buffers that hold memory are the most recently freed (an install gives its
+        // buffer memory and takes the last freed; releases go from the oldest): walking back
+        // from the newest to release, the first one released ends the walk, so a call costs
+        // what it releases, not the length of the free list.
+        for &slot in self.free[..beyond].iter().rev() {
             // SAFETY: `slot` is in the free list: no install names it, so no reservation, fill
             // or sealed handle can reach its storage, and only this controller (borrowed
             // mutably here) touches a free slot's storage until it installs it again.
             let storage = unsafe { &mut *ring.slots[slot].storage.get() };
-            if storage.capacity() != 0 {
-                *storage = Vec::new();
+            if storage.capacity() == 0 {
+                break;
             }
+            *storage = Vec::new();
         }
     }
 
