@@ -1,5 +1,6 @@
 //! `leankv-bench compare` end to end: two builds (here the same binary under two names) run
-//! alternately, their records land in the results file, and their rates pair up by round.
+//! alternately, or at once taking turns, their records land in the results file, and their
+//! rates pair up by round.
 
 use std::process::Command;
 
@@ -89,4 +90,58 @@ fn a_failing_build_stops_the_comparison_with_its_output() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("build broken failed"), "{stderr}");
+}
+
+#[test]
+fn durabilities_of_one_build_take_turns_and_pair_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(BENCH)
+        .args([
+            "compare",
+            "--rounds",
+            "2",
+            "--label",
+            "t",
+            "--interleave",
+            "0.05",
+        ])
+        .args(["--build", &format!("a={BENCH}")])
+        .arg("--output-dir")
+        .arg(dir.path())
+        .args(["--", "ycsb", "--records", "5000", "--duration", "1"])
+        .args(["--durability", "off,none", "--direct-io", "false"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Both durabilities ran in each round, first turns in reverse in round 2.
+    let order: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("round "))
+        .map(|line| line.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "round 1/2, a off",
+            "round 1/2, a none",
+            "round 2/2, a none",
+            "round 2/2, a off"
+        ]
+    );
+    let paired = stdout
+        .lines()
+        .find(|line| line.contains("a: leankv none / a: leankv off"))
+        .unwrap_or_else(|| panic!("no paired row in {stdout}"));
+    assert!(paired.split_whitespace().any(|c| c == "2"), "{paired}");
+    assert!(stdout.contains("took turns"), "{stdout}");
+    // Every run's records reached the shared results file; each run kept its own loads.
+    let results = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
+    assert_eq!(results.lines().count(), 4, "{results}");
+    assert!(dir.path().join("data-turn-0").is_dir());
+    assert!(dir.path().join("data-turn-1").is_dir());
 }

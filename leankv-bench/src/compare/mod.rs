@@ -386,7 +386,7 @@ fn check_finished(name: &str, status: ExitStatus, log: &Path) -> Result<()> {
     let lines: Vec<&str> = text.lines().collect();
     let tail = &lines[lines.len().saturating_sub(10)..];
     bail!(
-        "{name} failed ({status}); the end of {}:\n{}",
+        "build {name} failed ({status}); the end of {}:\n{}",
         log.display(),
         tail.join("\n")
     )
