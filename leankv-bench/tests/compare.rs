@@ -6,20 +6,49 @@ use std::process::Command;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_leankv-bench");
 
+/// Runs `leankv-bench compare` with `args` (its output under `dir`); returns its stdout once
+/// it succeeded.
+fn compare(dir: &std::path::Path, args: &[&str]) -> String {
+    let output = Command::new(BENCH)
+        .arg("compare")
+        .arg("--output-dir")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The runs in the order they were reported: `round r/R, NAME`.
+fn round_order(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|line| line.starts_with("round "))
+        .map(|line| line.split(':').next().unwrap())
+        .collect()
+}
+
 #[test]
 fn two_builds_alternate_by_round_and_pair_up() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(BENCH)
-        .args(["compare", "--rounds", "2", "--label", "t"])
-        .args([
+    let (a, b) = (format!("a={BENCH}"), format!("b={BENCH}"));
+    let stdout = compare(
+        dir.path(),
+        &[
+            "--rounds",
+            "2",
+            "--label",
+            "t",
             "--build",
-            &format!("a={BENCH}"),
+            &a,
             "--build",
-            &format!("b={BENCH}"),
-        ])
-        .arg("--output-dir")
-        .arg(dir.path())
-        .args([
+            &b,
             "--",
             "ycsb",
             "--records",
@@ -28,24 +57,15 @@ fn two_builds_alternate_by_round_and_pair_up() {
             "1",
             "--pool",
             "2x",
-        ])
-        .args(["--durability", "off", "--direct-io", "false"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+            "--durability",
+            "off",
+            "--direct-io",
+            "false",
+        ],
     );
     // Round 1 runs the builds as listed, round 2 in reverse.
-    let order: Vec<&str> = stdout
-        .lines()
-        .filter(|line| line.starts_with("round "))
-        .map(|line| line.split(':').next().unwrap())
-        .collect();
     assert_eq!(
-        order,
+        round_order(&stdout),
         [
             "round 1/2, a",
             "round 1/2, b",
@@ -95,37 +115,33 @@ fn a_failing_build_stops_the_comparison_with_its_output() {
 #[test]
 fn durabilities_of_one_build_take_turns_and_pair_up() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(BENCH)
-        .args([
-            "compare",
+    let a = format!("a={BENCH}");
+    let stdout = compare(
+        dir.path(),
+        &[
             "--rounds",
             "2",
             "--label",
             "t",
             "--interleave",
             "0.05",
-        ])
-        .args(["--build", &format!("a={BENCH}")])
-        .arg("--output-dir")
-        .arg(dir.path())
-        .args(["--", "ycsb", "--records", "5000", "--duration", "1"])
-        .args(["--durability", "off,none", "--direct-io", "false"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+            "--build",
+            &a,
+            "--",
+            "ycsb",
+            "--records",
+            "5000",
+            "--duration",
+            "1",
+            "--durability",
+            "off,none",
+            "--direct-io",
+            "false",
+        ],
     );
     // Both durabilities ran in each round, first turns in reverse in round 2.
-    let order: Vec<&str> = stdout
-        .lines()
-        .filter(|line| line.starts_with("round "))
-        .map(|line| line.split(':').next().unwrap())
-        .collect();
     assert_eq!(
-        order,
+        round_order(&stdout),
         [
             "round 1/2, a off",
             "round 1/2, a none",

@@ -51,63 +51,28 @@ fn builds_and_the_benchmark_are_checked_before_anything_runs() {
     );
     refused(&["--build", &a, "--build", &b], "required");
     // Taking turns, one build pairs its durabilities; each run gets its own directory.
-    let one = parse(&[
-        "--interleave",
-        "0.2",
-        "--build",
-        &a,
-        "--",
-        "tpcc",
-        "--durability",
-        "off,eventual",
-    ])
-    .unwrap();
+    let turns = |turn: &str, builds: &[&str], benchmark: &[&str]| {
+        let mut args = vec!["--interleave".to_string(), turn.to_string()];
+        for build in builds {
+            args.extend(["--build".to_string(), build.to_string()]);
+        }
+        args.push("--".to_string());
+        args.extend(benchmark.iter().map(|arg| arg.to_string()));
+        args
+    };
+    fn as_strs(args: &[String]) -> Vec<&str> {
+        args.iter().map(String::as_str).collect()
+    }
+    let one = turns("0.2", &[&a], &["tpcc", "--durability", "off,eventual"]);
+    let one = parse(&as_strs(&one)).unwrap();
     assert_eq!(one.interleave, Some(Duration::from_millis(200)));
-    refused(
-        &["--interleave", "0.2", "--build", &a, "--", "tpcc"],
-        "at least two",
-    );
-    refused(
-        &[
-            "--interleave",
-            "0.2",
-            "--build",
-            &a,
-            "--build",
-            &b,
-            "--",
-            "ycsb",
-            "--dir",
-            "x",
-        ],
-        "--dir",
-    );
-    refused(
-        &[
-            "--interleave",
-            "20",
-            "--build",
-            &a,
-            "--build",
-            &b,
-            "--",
-            "ycsb",
-        ],
-        "outside",
-    );
-    refused(
-        &[
-            "--interleave",
-            "x",
-            "--build",
-            &a,
-            "--build",
-            &b,
-            "--",
-            "ycsb",
-        ],
-        "seconds",
-    );
+    let refused_turns = |turn: &str, builds: &[&str], benchmark: &[&str], why: &str| {
+        refused(&as_strs(&turns(turn, builds, benchmark)), why);
+    };
+    refused_turns("0.2", &[&a], &["tpcc"], "at least two");
+    refused_turns("0.2", &[&a, &b], &["ycsb", "--dir", "x"], "--dir");
+    refused_turns("20", &[&a, &b], &["ycsb"], "outside");
+    refused_turns("x", &[&a, &b], &["ycsb"], "seconds");
     // Without turns, `--dir` stays the benchmark's own.
     parse(&["--build", &a, "--build", &b, "--", "ycsb", "--dir", "x"]).unwrap();
 }
